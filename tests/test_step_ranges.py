@@ -371,3 +371,30 @@ def test_a_step_range_ending_before_it_starts_is_named(tmp_path: Path, fixture: 
         f"step {step}'s range ends at {_s(start - 1000)}, 0.001 ms before it starts: a range that cannot be "
         "right, left out of every table, so the steps are read without it"
     )
+
+
+@pytest.mark.parametrize(("made", "status"), [("crossing", "fail"), ("start/end", "ok"), ("nested", "ok")])
+def test_crossing_push_pop_phase_ranges_of_a_plain_step_fail(tmp_path: Path, made: str, status: str) -> None:
+    """cpu-train's step 5 forward (a push/pop range, no payload) made to end half way through its backward:
+    two push/pop ranges of one thread cannot cross, and the split by phase would count the overlap twice. The
+    same forward as a start/end range (which may overlap others) passes, and so does one made to end where
+    its backward ends: it holds the whole backward, which nests."""
+    ranges = _cpu_step(5)
+    rowid, f_start, _ = ranges["forward"]
+    _, b_start, b_end = ranges["backward"]
+    end = (b_start + b_end) // 2 if made != "nested" else b_end
+    sql = [f"UPDATE NVTX_EVENTS SET end = {end} WHERE rowid = {rowid}"]
+    if made == "start/end":
+        sql.append(f"UPDATE NVTX_EVENTS SET eventType = 60 WHERE rowid = {rowid}")
+    path = derive(CPU_DIR / "report.sqlite", tmp_path / "cross.sqlite", *sql)
+    code, row = _nvtx_steps(path)
+    assert row["Status"] == status
+    if status == "fail":
+        assert code == 1
+        assert row["Evidence"] == (
+            f"step 5's forward and backward ranges cross on one thread: its backward range starts at "
+            f"{_s(b_start)}, {(end - b_start) / 1e6:,.3f} ms before its forward range (from {_s(f_start)}) "
+            "ends, and ends after it"
+        )
+    else:
+        assert row == _nvtx_steps(CPU_DIR / "report.sqlite")[1]

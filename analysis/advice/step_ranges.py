@@ -24,6 +24,10 @@ FIX_UNHELD = (
     "damaged or edited export. The steps' times, the gaps between them and every finding per step cannot be "
     "trusted: export the report again"
 )
+FIX_CROSSED = (
+    "push/pop ranges of one thread nest (a pop closes the latest push): two that cross are a damaged or "
+    "edited export. The split by phase would count their overlap twice: export the report again"
+)
 FIX_RANGES = (
     "the step ranges contradict what a program records (each step once, after the one before it, ending "
     "before the next starts): a damaged or edited export. The steps' times, the gaps between them and every "
@@ -84,7 +88,42 @@ def ranges_check(trace: Trace, st: Steps, zero: int) -> Check | None:
         return Check(NAME, FAIL, said, FIX_UNHELD)
     if st.source != "harness" and (said := _displaced(r, own, zero)):
         return Check(NAME, FAIL, said, FIX_UNHELD)
+    if st.source != "harness" and trace.format == "nsys-sqlite" and (said := _crossed(trace, st, own, zero)):
+        return Check(NAME, FAIL, said, FIX_CROSSED)
     return None
+
+
+def _crossed(trace: Trace, st: Steps, own: pd.DataFrame, zero: int) -> str | None:
+    """Of a capture whose phases are the program's own ranges, two push/pop phase ranges of one thread in a
+    step range of it that cross: the later starts inside the earlier and ends after it. A thread's push/pop
+    ranges nest (a pop closes the latest push), so they cannot; start/end ranges may overlap, and are not
+    held to it. A range that ends at the trace's last NVTX time or the capture's end may never have ended."""
+    r = st.ranges
+    assert r is not None
+    capture_end = trace.meta.get("capture_end_ns")
+    open_from = min(st.last, capture_end) if isinstance(capture_end, int) else st.last
+    phases = r[(r["name"] != STEP) & r["pushpop"].astype(bool) & (r["end"] < open_from)]
+    found = []
+    for tid, ps in phases.groupby("tid", sort=False):
+        ss = own[own["tid"] == tid]
+        stack: list[tuple[int, int, str]] = []  # (end, start, name) of the ranges open
+        for p in ps.sort_values(["start", "end"], ascending=[True, False], kind="stable").itertuples():
+            while stack and stack[-1][0] <= p.start:
+                stack.pop()
+            if stack and p.end > stack[-1][0]:
+                end, start, name = stack[-1]
+                holder = ss[(ss["start"] <= p.start) & (p.start < ss["end"])]
+                if len(holder):
+                    found.append((p.start, int(holder["step"].iloc[0]), name, start, end, p.name))
+            stack.append((p.end, p.start, p.name))
+    if not found:
+        return None
+    at, step, a, a_start, a_end, b = min(found)
+    said = (
+        f"step {step}'s {a} and {b} ranges cross on one thread: its {b} range starts at {seconds(at, zero)}, "
+        f"{_ms(a_end - at)} before its {a} range (from {seconds(a_start, zero)}) ends, and ends after it"
+    )
+    return said + _more(len(found), "crossing pairs of phase ranges")
 
 
 def inverted_check(trace: Trace, st: Steps, zero: int) -> Check | None:
