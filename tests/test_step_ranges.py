@@ -398,3 +398,30 @@ def test_crossing_push_pop_phase_ranges_of_a_plain_step_fail(tmp_path: Path, mad
         )
     else:
         assert row == _nvtx_steps(CPU_DIR / "report.sqlite")[1]
+
+
+@pytest.mark.parametrize("which", ["h100 step", "h100 forward", "cpu step"])
+def test_a_range_never_ended_before_later_ones_is_said_to_have_lost_its_end(
+    tmp_path: Path, which: str
+) -> None:
+    """h100-medium's step 7 range or its forward range, or cpu-train's step 5 range, with no end (NULL: a
+    range never closed, which the reader runs to the trace's last NVTX time) while later ranges follow: it
+    was said as step ranges (or phases) that overlap by 1,493 ms, as though both had been recorded so."""
+    if which == "cpu step":
+        src, step, name = CPU_DIR / "report.sqlite", 5, "step"
+        rowid, _, _ = _cpu_step(5)["step"]
+        _, after, _ = _cpu_step(6)["step"]
+    else:
+        src, step, name = H100_DIR / "report.sqlite", 7, which.split()[1]
+        rowid, _, _ = _h100(name, 7)
+        _, after, _ = _h100("step", 8) if name == "step" else _h100("backward", 7)
+    path = derive(src, tmp_path / "open.sqlite", f"UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = {rowid}")
+    (last,) = query_rows(path, "SELECT max(max(start), max(ifnull(end, 0))) FROM NVTX_EVENTS")[0]
+    code, row = _nvtx_steps(path)
+    assert code == 1 and row["Status"] == "fail"
+    ranged = "range" if name == "step" else f"{name} range"
+    follows = f"step {step + 1}'s range" if name == "step" else "its backward range"
+    assert row["Evidence"] == (
+        f"step {step}'s {ranged} never ends (its time runs to the trace's end, {_s(last)}) while {follows} "
+        f"starts after it, at {_s(after)}: its end was lost"
+    )

@@ -28,6 +28,10 @@ FIX_CROSSED = (
     "push/pop ranges of one thread nest (a pop closes the latest push): two that cross are a damaged or "
     "edited export. The split by phase would count their overlap twice: export the report again"
 )
+FIX_OPEN = (
+    "a range's end was not recorded while the program went on (an NVTX event lost): the steps' times, the "
+    "gaps between them and every finding per step cannot be trusted. Capture again"
+)
 FIX_RANGES = (
     "the step ranges contradict what a program records (each step once, after the one before it, ending "
     "before the next starts): a damaged or edited export. The steps' times, the gaps between them and every "
@@ -79,12 +83,15 @@ def ranges_check(trace: Trace, st: Steps, zero: int) -> Check | None:
     own = r[r["name"] == STEP].sort_values("start", kind="stable")
     keys = list(zip(own["pid"].astype(int), own["step"].astype(int), strict=True))
     own = own.assign(measured=[k in measured for k in keys])
+    open_from = _open_from(trace, st)
+    if said := _never_ends(own, open_from, zero):
+        return Check(NAME, FAIL, said, FIX_OPEN)
     for said in (_lasting(own, zero), _twice(r, zero), _disordered(own, zero, slack)):
         if said:
             return Check(NAME, FAIL, said, FIX_RANGES)
     if broken := unheld_check(trace, st, zero):
         return broken
-    if st.source == "harness" and (said := _phases_disordered(r, measured, zero)):
+    if st.source == "harness" and (said := _phases_disordered(r, measured, zero, open_from)):
         return Check(NAME, FAIL, said, FIX_UNHELD)
     if st.source != "harness" and (said := _displaced(r, own, zero)):
         return Check(NAME, FAIL, said, FIX_UNHELD)
@@ -100,9 +107,7 @@ def _crossed(trace: Trace, st: Steps, own: pd.DataFrame, zero: int) -> str | Non
     held to it. A range that ends at the trace's last NVTX time or the capture's end may never have ended."""
     r = st.ranges
     assert r is not None
-    capture_end = trace.meta.get("capture_end_ns")
-    open_from = min(st.last, capture_end) if isinstance(capture_end, int) else st.last
-    phases = r[(r["name"] != STEP) & r["pushpop"].astype(bool) & (r["end"] < open_from)]
+    phases = r[(r["name"] != STEP) & r["pushpop"].astype(bool) & (r["end"] < _open_from(trace, st))]
     found = []
     for tid, ps in phases.groupby("tid", sort=False):
         ss = own[own["tid"] == tid]
@@ -181,6 +186,33 @@ def broken_steps(trace: Trace, st: Steps) -> list[tuple[int, int]]:
     held = unheld(trace, st)
     found |= {(int(s), int(t)) for s, t in zip(held["step"], held["step_start"], strict=True)}
     return sorted(found, key=lambda k: (k[1], k[0]))
+
+
+def _open_from(trace: Trace, st: Steps) -> int:
+    """From when a range's end may be the one the reader gives a range never closed: the trace's last NVTX
+    time, or the capture's end where it comes first."""
+    capture_end = trace.meta.get("capture_end_ns")
+    return min(st.last, capture_end) if isinstance(capture_end, int) else st.last
+
+
+def _never_ends(own: pd.DataFrame, open_from: int, zero: int) -> str | None:
+    """A measured step's range that never ends (its end is the trace's last NVTX time or the capture's end)
+    while a later step range of its process starts after it: its end was lost, not the program stopped in
+    it (a run stopped in a step records no step after it)."""
+    found = []
+    for _, g in own.groupby("pid", sort=False):
+        for a in g[g["measured"] & (g["end"] >= open_from)].itertuples():
+            later = g[g["start"] > a.start]
+            if len(later):
+                found.append((a.start, int(a.step), int(a.end), later.iloc[0]))
+    if not found:
+        return None
+    _, step, end, b = min(found, key=lambda f: f[0])
+    said = (
+        f"step {step}'s range never ends (its time runs to the trace's end, {seconds(end, zero)}) while step "
+        f"{int(b['step'])}'s range starts after it, at {seconds(int(b['start']), zero)}: its end was lost"
+    )
+    return said + _more(len(found), "step ranges that never end")
 
 
 def _lasting(own: pd.DataFrame, zero: int) -> str | None:
@@ -298,10 +330,13 @@ def _holds_none(st: Steps, worst: pd.Series, zero: int) -> str | None:
     )
 
 
-def _phases_disordered(r: pd.DataFrame, measured: set[tuple[int, int]], zero: int) -> str | None:
+def _phases_disordered(
+    r: pd.DataFrame, measured: set[tuple[int, int]], zero: int, open_from: int
+) -> str | None:
     """Of a measured harness step, two phase ranges one after the other in time that overlap (the harness
-    opens each phase after the one before it closed, on one thread), or whose names come in another order
-    than the harness runs them (forward, backward, optimizer; prefill, decode)."""
+    opens each phase after the one before it closed, on one thread; said as the first never ending where its
+    end is the trace's), or whose names come in another order than the harness runs them (forward, backward,
+    optimizer; prefill, decode)."""
     order = {name: i for i, name in enumerate(ALL_PHASES)}
     phases = r[(r["name"] != STEP) & r["name"].isin(list(order))].sort_values("start", kind="stable")
     found = []
@@ -309,7 +344,11 @@ def _phases_disordered(r: pd.DataFrame, measured: set[tuple[int, int]], zero: in
         if (int(pid), int(step)) not in measured or len(g) < 2:
             continue
         for a, b in zip(g.iloc[:-1].itertuples(), g.iloc[1:].itertuples(), strict=True):
-            if b.start < a.end:
+            if b.start < a.end and a.end >= open_from:
+                found.append((b.start, f"step {step}'s {a.name} range never ends (its time runs to the "
+                              f"trace's end, {seconds(a.end, zero)}) while its {b.name} range starts after "
+                              f"it, at {seconds(b.start, zero)}: its end was lost"))  # fmt: skip
+            elif b.start < a.end:
                 found.append((b.start, f"step {step}'s {a.name} and {b.name} ranges overlap: its {b.name} "
                               f"range starts at {seconds(b.start, zero)}, {_ms(a.end - b.start)} before its "
                               f"{a.name} range ends"))  # fmt: skip
