@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import H100_DIR, need
+from export_data import derive
 from kineto_data import TRACES, expected, trace_path
 from typer.testing import CliRunner
 
@@ -273,3 +275,17 @@ def test_gpu_event_names_are_every_row_named_then_made_categorical(case: tuple[s
     rows = pd.concat(named, ignore_index=True).fillna("").astype(str)
     assert ev["name"].astype(str).tolist() == rows.tolist()
     assert len(ev) and list(ev["name"].cat.categories) == sorted(ev["name"].cat.categories)
+
+
+def test_idle_shares_of_a_stream_idle_for_4e18_ns_stay_shares(tmp_path: Path) -> None:
+    """h100-medium's last kernel moved to start at 4e18 ns (within 2**62, so read): its stream is idle for
+    4e18 ns before it, and 100 times that wrapped round int64, a share of -1.5%."""
+    src = need(H100_DIR / "report.sqlite")
+    late = (
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 4000000000000000000, end = 4000000000000001000 WHERE "
+        "rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+    )
+    path = derive(src, tmp_path / "late.sqlite", late)
+    table = b.idle_time_breakdown([open_trace(path, cache=False)])
+    assert (table["Share (%)"] >= 0).all() and (table["Share (%)"] <= 100).all()
+    assert table.groupby("Stream")["Share (%)"].sum().round(6).tolist() == [100.0]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from conftest import ORACLES
-from export_data import as_printed, derive, launches_on_second_thread, oracle, with_harness_ranges
+from conftest import H100_DIR, ORACLES, need
+from export_data import as_printed, derive, launches_on_second_thread, oracle, query_rows, with_harness_ranges
 
 from analysis.tables.nvtx_gpu import KERNSUM_COLUMNS, nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
 from analysis.trace.opening import open_trace
@@ -183,3 +183,44 @@ def test_top_keeps_the_first_ranges(h100_export: Path) -> None:
     (thread,) = tables(str(h100_export), "--mode", "thread").values()
     (one,) = tables(str(h100_export), "--mode", "thread", "--top", "1").values()
     assert len(thread) > 1 and one == thread[:1]
+
+
+def test_a_kernel_ending_past_2_62_is_left_out_as_the_breakdown_leaves_it(tmp_path: Path) -> None:
+    """h100-medium's first kernel of step 7's forward made to end 2**62 ns (146 years) after it starts: its
+    end is not a time, and the breakdown (which reads starts and ends) leaves it out; GPU time per NVTX range
+    (which reads durations alone) counted it, forward 4,611,686,018,552 ms of 100% of the GPU time."""
+    src = need(H100_DIR / "report.sqlite")
+    (f_start,) = query_rows(src, "SELECT e.start FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+                            "WHERE s.value = 'forward' AND e.int64Value = 7")[0]  # fmt: skip
+    ((rowid, duration),) = query_rows(src, "SELECT rowid, end - start FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                                      f"WHERE start >= {f_start} ORDER BY start LIMIT 1")  # fmt: skip
+    far = f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start + {2**62} WHERE rowid = {rowid}"
+    bad = derive(src, tmp_path / "far.sqlite", far)
+    whole = nvtx_gpu_summary(open_trace(src)).set_index("Range")
+    table = nvtx_gpu_summary(open_trace(bad, cache=False)).set_index("Range")
+    assert table.loc["forward", "Kern Inst"] == whole.loc["forward", "Kern Inst"] - 1
+    assert table.loc["forward", "Total Time (ns)"] == whole.loc["forward", "Total Time (ns)"] - duration
+    assert (
+        "left out 1 of 30,528 kernels with a duration past 2**62 ns (146 years): not a time"
+        in (table.attrs["notes"])
+    )
+
+
+def test_a_measured_step_without_its_step_range_is_said_to_be_left_out(tmp_path: Path) -> None:
+    """h100-medium's step 7 range deleted, or never closed (NULL end: it runs past the `measured` range):
+    phase mode counts the kernels of measured steps, and left step 7's 2,700 out without a word (9 forward
+    ranges, 24,300 kernels in all, as though the capture held 9 steps)."""
+    src = need(H100_DIR / "report.sqlite")
+    ((rowid,),) = query_rows(src, "SELECT e.rowid FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+                             "WHERE s.value = 'step' AND e.int64Value = 7")  # fmt: skip
+    note = (
+        "3 phase ranges inside the `measured` range lie in no measured step's range (a `step` range lost, or "
+        "never closed): the kernels launched in them are left out (`harness health` names the step)"
+    )
+    for edit in ("DELETE FROM NVTX_EVENTS", "UPDATE NVTX_EVENTS SET end = NULL"):
+        bad = derive(src, tmp_path / "no-step.sqlite", f"{edit} WHERE rowid = {rowid}")
+        check = phase_check(open_trace(bad, cache=False))
+        assert check.set_index("Phase").loc["all kernels", "Kernels"] == 24_300
+        assert note in check.attrs["notes"]
+        assert note in nvtx_gpu_summary(open_trace(bad, cache=False)).attrs["notes"]
+    assert not [n for n in phase_check(open_trace(src)).attrs["notes"] if "phase range" in n]

@@ -328,3 +328,100 @@ def test_harness_phases_out_of_order_fail(tmp_path: Path) -> None:
         f"step 7's phase ranges are out of order: its backward range (from {_s(f_start)}) comes before its "
         f"forward range (from {_s(b_start)})"
     )
+
+
+@pytest.mark.parametrize("end", ["before its forward", "at its start"])
+def test_gpu_coverage_leaves_a_step_whose_range_is_broken_to_nvtx_steps(tmp_path: Path, end: str) -> None:
+    """h100-medium's step 7 range ends half way to its forward, or where it starts: its launch calls lie
+    outside it. The step's range is at fault, not the CUDA trace: GPU coverage judges the other 9 measured
+    steps and names step 7 as not judged; NVTX steps fails it, and the capture with it."""
+    rowid, start, _ = _h100("step", 7)
+    _, f_start, _ = _h100("forward", 7)
+    to = (start + f_start) // 2 if end == "before its forward" else start
+    path = derive(H100_DIR / "report.sqlite", tmp_path / "broken.sqlite",
+                  f"UPDATE NVTX_EVENTS SET end = {to} WHERE rowid = {rowid}")  # fmt: skip
+    result = runner.invoke(app, ["health", str(path), "--format", "json", "--strict"])
+    assert result.exit_code == 1
+    rows = {r["Check"]: r for r in json.loads(result.stdout)["health"]}
+    assert rows["NVTX steps"]["Status"] == "fail"
+    assert rows["GPU coverage"]["Status"] == "ok"
+    assert rows["GPU coverage"]["Evidence"] == (
+        "30,528 of 30,528 kernel launch calls ran; 9 steps checked, 2,700 launch calls each; warm-up steps "
+        "1, 2: no launch call recorded (not measured); step 7 not judged: its step range lasts no time or "
+        "does not hold its phase ranges (NVTX steps fails it), so what the range holds is not the step's work"
+    )
+
+
+@pytest.mark.parametrize("fixture", ["cpu-train", "h100-medium"])
+def test_a_step_range_ending_before_it_starts_is_named(tmp_path: Path, fixture: str) -> None:
+    """A step range made to end 1 µs before it starts (cpu-train's step 5, numbered by its place in time;
+    h100-medium's step 7, by its payload): the reader leaves the row out as one that cannot be right, which
+    left cpu-train's 7 other steps passing as whole and h100-medium's step 7 said to have lost its range."""
+    if fixture == "cpu-train":
+        rowid, start, _ = _cpu_step(5)["step"]
+        src, step = CPU_DIR / "report.sqlite", 5
+    else:
+        rowid, start, _ = _h100("step", 7)
+        src, step = H100_DIR / "report.sqlite", 7
+    path = derive(src, tmp_path / "inverted.sqlite",
+                  f"UPDATE NVTX_EVENTS SET end = start - 1000 WHERE rowid = {rowid}")  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1 and row["Status"] == "fail"
+    assert row["Evidence"] == (
+        f"step {step}'s range ends at {_s(start - 1000)}, 0.001 ms before it starts: a range that cannot be "
+        "right, left out of every table, so the steps are read without it"
+    )
+
+
+@pytest.mark.parametrize(("made", "status"), [("crossing", "fail"), ("start/end", "ok"), ("nested", "ok")])
+def test_crossing_push_pop_phase_ranges_of_a_plain_step_fail(tmp_path: Path, made: str, status: str) -> None:
+    """cpu-train's step 5 forward (a push/pop range, no payload) made to end half way through its backward:
+    two push/pop ranges of one thread cannot cross, and the split by phase would count the overlap twice. The
+    same forward as a start/end range (which may overlap others) passes, and so does one made to end where
+    its backward ends: it holds the whole backward, which nests."""
+    ranges = _cpu_step(5)
+    rowid, f_start, _ = ranges["forward"]
+    _, b_start, b_end = ranges["backward"]
+    end = (b_start + b_end) // 2 if made != "nested" else b_end
+    sql = [f"UPDATE NVTX_EVENTS SET end = {end} WHERE rowid = {rowid}"]
+    if made == "start/end":
+        sql.append(f"UPDATE NVTX_EVENTS SET eventType = 60 WHERE rowid = {rowid}")
+    path = derive(CPU_DIR / "report.sqlite", tmp_path / "cross.sqlite", *sql)
+    code, row = _nvtx_steps(path)
+    assert row["Status"] == status
+    if status == "fail":
+        assert code == 1
+        assert row["Evidence"] == (
+            f"step 5's forward and backward ranges cross on one thread: its backward range starts at "
+            f"{_s(b_start)}, {(end - b_start) / 1e6:,.3f} ms before its forward range (from {_s(f_start)}) "
+            "ends, and ends after it"
+        )
+    else:
+        assert row == _nvtx_steps(CPU_DIR / "report.sqlite")[1]
+
+
+@pytest.mark.parametrize("which", ["h100 step", "h100 forward", "cpu step"])
+def test_a_range_never_ended_before_later_ones_is_said_to_have_lost_its_end(
+    tmp_path: Path, which: str
+) -> None:
+    """h100-medium's step 7 range or its forward range, or cpu-train's step 5 range, with no end (NULL: a
+    range never closed, which the reader runs to the trace's last NVTX time) while later ranges follow: it
+    was said as step ranges (or phases) that overlap by 1,493 ms, as though both had been recorded so."""
+    if which == "cpu step":
+        src, step, name = CPU_DIR / "report.sqlite", 5, "step"
+        rowid, _, _ = _cpu_step(5)["step"]
+        _, after, _ = _cpu_step(6)["step"]
+    else:
+        src, step, name = H100_DIR / "report.sqlite", 7, which.split()[1]
+        rowid, _, _ = _h100(name, 7)
+        _, after, _ = _h100("step", 8) if name == "step" else _h100("backward", 7)
+    path = derive(src, tmp_path / "open.sqlite", f"UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = {rowid}")
+    (last,) = query_rows(path, "SELECT max(max(start), max(ifnull(end, 0))) FROM NVTX_EVENTS")[0]
+    code, row = _nvtx_steps(path)
+    assert code == 1 and row["Status"] == "fail"
+    ranged = "range" if name == "step" else f"{name} range"
+    follows = f"step {step + 1}'s range" if name == "step" else "its backward range"
+    assert row["Evidence"] == (
+        f"step {step}'s {ranged} never ends (its time runs to the trace's end, {_s(last)}) while {follows} "
+        f"starts after it, at {_s(after)}: its end was lost"
+    )

@@ -28,7 +28,7 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.advice.launches import launches
 from analysis.advice.run_checks import ExportFacts
-from analysis.advice.step_ranges import among, ranges_check, steps_said
+from analysis.advice.step_ranges import among, broken_steps, inverted_check, ranges_check, steps_said
 from analysis.advice.step_table import step_table
 from analysis.advice.steps import UNKNOWN_WARMUP, Steps, seconds, steps
 from analysis.intervals import covered, in_windows
@@ -63,6 +63,11 @@ def _step_at(st: Steps, t: int) -> str:
     return f" (after step {int(before['step'].iloc[-1])})" if len(before) else " (before the first step)"
 
 
+# why a step whose range is broken (step_ranges.broken_steps) is left out of the checks per step
+BROKEN = (
+    "its step range lasts no time or does not hold its phase ranges (NVTX steps fails it), so what the range "
+    "holds is not the step's work"
+)
 FIX_NVTX_LOST = (
     "the NVTX tables, the split by phase and NVTX vs timers miss those steps. Capture again with a profiler "
     "that supports the program's CUDA (`harness doctor`), one session at a time"
@@ -113,8 +118,16 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
     if len(table):
         health.details["GPU coverage by step"] = table
     stopped = _stop(calls, kernel_calls, st, zero)
+    which = among(
+        table.loc[table["Measured"], "Step"].tolist() if len(table) else [], st.has_measured or st.by_record
+    )
+    broken = broken_steps(trace, st) if len(table) else []
+    aside = ""
+    if broken:  # the NVTX steps check fails them: what lies in their ranges is not their work
+        keys = list(zip(table["Step"], table["Start (ns)"], strict=True))
+        table = table[[k not in set(broken) for k in keys]]
+        aside = f"; {steps_said([s for s, _ in broken])} not judged: {BROKEN}"
     measured = table[table["Measured"]] if len(table) else table
-    which = among(measured["Step"].tolist() if len(measured) else [], st.has_measured or st.by_record)
     if len(measured):
         lost = measured[
             (measured["Launch calls"] > 0)
@@ -130,17 +143,17 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
                 f"ran: step "
                 f"{first['Step']} (from {seconds(first['Start (ns)'], zero)}) has "
                 f"{first['Without GPU work']:,} of {first['Launch calls']:,} launch calls without GPU work; "
-                f"{stopped}" + (f"; {quiet[0]}" if quiet else ""),
+                f"{stopped}" + (f"; {quiet[0]}" if quiet else "") + aside,
                 FIX_GPU,
             )
         if quiet and st.warmup_unknown:  # quiet steps may be warm-up ones: not a failure it can tell
-            return Check(name, WARN, f"{UNKNOWN_WARMUP}; {quiet[0]}", quiet[1])
+            return Check(name, WARN, f"{UNKNOWN_WARMUP}; {quiet[0]}{aside}", quiet[1])
         if quiet:
-            return Check(name, FAIL, *quiet)
+            return Check(name, FAIL, quiet[0] + aside, quiet[1])
     if pct >= MISSING_FAIL_PCT:
         said = f"{len(missing):,} of {len(kernel_calls):,} kernel launch calls ({pct:.2f}%) have no GPU work"
-        return Check(name, FAIL, f"{said}; {stopped}", FIX_GPU)
-    return Check(name, OK, _covered(calls, kernel_calls, missing, pct, table, zero))
+        return Check(name, FAIL, f"{said}; {stopped}{aside}", FIX_GPU)
+    return Check(name, OK, _covered(calls, kernel_calls, missing, pct, table, zero) + aside)
 
 
 def _stop(calls: pd.DataFrame, kernel_calls: pd.DataFrame, st: Steps, zero: int) -> str:
@@ -270,9 +283,11 @@ def nvtx_steps(
     name = "NVTX steps"
     cov = cov or coverage_of(trace)
     st = cov.steps
+    zero = time_zero(trace)
+    if inverted := inverted_check(trace, st, zero):
+        return inverted
     if st.frame.empty:
         return Check(name, OK, "no step ranges (the harness's `step`, or ProfilerStep#N)")
-    zero = time_zero(trace)
     f = st.frame
     kernel_calls = cov.launches[~cov.launches["graph"].astype(bool)]
     in_steps = int(

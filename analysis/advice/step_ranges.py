@@ -14,6 +14,7 @@ import pandas as pd
 
 from analysis.advice.checks import FAIL, Check
 from analysis.advice.steps import KINETO_SLACK_NS, Steps, seconds, unheld
+from analysis.readers import NULL
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, STEP
 
@@ -22,6 +23,14 @@ FIX_UNHELD = (
     "a step's range and its phase ranges disagree (a program opens and closes a step's phases inside it): a "
     "damaged or edited export. The steps' times, the gaps between them and every finding per step cannot be "
     "trusted: export the report again"
+)
+FIX_CROSSED = (
+    "push/pop ranges of one thread nest (a pop closes the latest push): two that cross are a damaged or "
+    "edited export. The split by phase would count their overlap twice: export the report again"
+)
+FIX_OPEN = (
+    "a range's end was not recorded while the program went on (an NVTX event lost): the steps' times, the "
+    "gaps between them and every finding per step cannot be trusted. Capture again"
 )
 FIX_RANGES = (
     "the step ranges contradict what a program records (each step once, after the one before it, ending "
@@ -74,16 +83,136 @@ def ranges_check(trace: Trace, st: Steps, zero: int) -> Check | None:
     own = r[r["name"] == STEP].sort_values("start", kind="stable")
     keys = list(zip(own["pid"].astype(int), own["step"].astype(int), strict=True))
     own = own.assign(measured=[k in measured for k in keys])
+    open_from = _open_from(trace, st)
+    if said := _never_ends(own, open_from, zero):
+        return Check(NAME, FAIL, said, FIX_OPEN)
     for said in (_lasting(own, zero), _twice(r, zero), _disordered(own, zero, slack)):
         if said:
             return Check(NAME, FAIL, said, FIX_RANGES)
     if broken := unheld_check(trace, st, zero):
         return broken
-    if st.source == "harness" and (said := _phases_disordered(r, measured, zero)):
+    if st.source == "harness" and (said := _phases_disordered(r, measured, zero, open_from)):
         return Check(NAME, FAIL, said, FIX_UNHELD)
     if st.source != "harness" and (said := _displaced(r, own, zero)):
         return Check(NAME, FAIL, said, FIX_UNHELD)
+    if st.source != "harness" and trace.format == "nsys-sqlite" and (said := _crossed(trace, st, own, zero)):
+        return Check(NAME, FAIL, said, FIX_CROSSED)
     return None
+
+
+def _crossed(trace: Trace, st: Steps, own: pd.DataFrame, zero: int) -> str | None:
+    """Of a capture whose phases are the program's own ranges, two push/pop phase ranges of one thread in a
+    step range of it that cross: the later starts inside the earlier and ends after it. A thread's push/pop
+    ranges nest (a pop closes the latest push), so they cannot; start/end ranges may overlap, and are not
+    held to it. A range that ends at the trace's last NVTX time or the capture's end may never have ended."""
+    r = st.ranges
+    assert r is not None
+    phases = r[(r["name"] != STEP) & r["pushpop"].astype(bool) & (r["end"] < _open_from(trace, st))]
+    found = []
+    for tid, ps in phases.groupby("tid", sort=False):
+        ss = own[own["tid"] == tid]
+        stack: list[tuple[int, int, str]] = []  # (end, start, name) of the ranges open
+        for p in ps.sort_values(["start", "end"], ascending=[True, False], kind="stable").itertuples():
+            while stack and stack[-1][0] <= p.start:
+                stack.pop()
+            if stack and p.end > stack[-1][0]:
+                end, start, name = stack[-1]
+                holder = ss[(ss["start"] <= p.start) & (p.start < ss["end"])]
+                if len(holder):
+                    found.append((p.start, int(holder["step"].iloc[0]), name, start, end, p.name))
+            stack.append((p.end, p.start, p.name))
+    if not found:
+        return None
+    at, step, a, a_start, a_end, b = min(found)
+    said = (
+        f"step {step}'s {a} and {b} ranges cross on one thread: its {b} range starts at {seconds(at, zero)}, "
+        f"{_ms(a_end - at)} before its {a} range (from {seconds(a_start, zero)}) ends, and ends after it"
+    )
+    return said + _more(len(found), "crossing pairs of phase ranges")
+
+
+def inverted_check(trace: Trace, st: Steps, zero: int) -> Check | None:
+    """A failed check naming the first step range (or harness phase range of a measured step) that ends before
+    it starts: the reader leaves such a row out as one that cannot be right, so the steps would be read
+    without it (a plain capture's steps counted one short, a harness step as one whose range was lost).
+    A plain step range is numbered by its place in time among the step ranges; None: there is none."""
+    if not trace.has("nvtx"):
+        return None
+    ok = trace.rows_ok("nvtx", ["start", "end"])
+    if ok.all():
+        return None
+    bad = ~ok
+    start, end = (np.asarray(trace.column("nvtx", c, bad, keep=False)) for c in ("start", "end"))
+    names = np.asarray(trace.column("nvtx", "name", bad, keep=False), dtype=object)
+    payload = pd.array(trace.column("nvtx", "payload", bad, keep=False), dtype="Float64")
+    named = np.isin(names, [STEP, *ALL_PHASES]) & (start != NULL) & (end != NULL) & (end < start)
+    found = []
+    f = st.frame
+    warm = {int(s) for s in f.loc[~f["measured"].astype(bool), "step"]} if st.source == "harness" else set()
+    for i in np.flatnonzero(named):
+        name, number = str(names[i]), payload[i]
+        if st.source == "harness" and not pd.isna(number):
+            if int(number) in warm:
+                continue
+            who = f"step {int(number)}'s {'' if name == STEP else name + ' '}range"
+        elif name == STEP and st.source in ("step ranges", ""):
+            who = f"step {int(np.searchsorted(np.sort(f['start'].to_numpy()), start[i]))}'s range"
+        else:
+            who = f"the {name} range from {seconds(int(start[i]), zero)}"
+        found.append((int(start[i]), who, int(end[i])))
+    if not found:
+        return None
+    at, who, to = min(found)
+    said = (
+        f"{who} ends at {seconds(to, zero)}, {_ms(at - to)} before it starts: a range that cannot be right, "
+        "left out of every table, so the steps are read without it"
+    )
+    return Check(NAME, FAIL, said + _more(len(found), "step and phase ranges ending before they start"),
+                 FIX_RANGES)  # fmt: skip
+
+
+def broken_steps(trace: Trace, st: Steps) -> list[tuple[int, int]]:
+    """(step, start) of the measured steps whose own range lasts no time or does not hold their phase ranges,
+    in time order: what lies in such a range is not the step's work, so a check per step cannot judge it."""
+    f = st.frame
+    if f.empty:
+        return []
+    if st.source == "harness":
+        own = f["phases"].map(lambda p: STEP in p).to_numpy()
+    else:
+        own = np.ones(len(f), dtype=bool)
+    lasting = f[f["measured"].to_numpy() & own & (f["end"] <= f["start"]).to_numpy()]
+    found = {(int(s), int(t)) for s, t in zip(lasting["step"], lasting["start"], strict=True)}
+    held = unheld(trace, st)
+    found |= {(int(s), int(t)) for s, t in zip(held["step"], held["step_start"], strict=True)}
+    return sorted(found, key=lambda k: (k[1], k[0]))
+
+
+def _open_from(trace: Trace, st: Steps) -> int:
+    """From when a range's end may be the one the reader gives a range never closed: the trace's last NVTX
+    time, or the capture's end where it comes first."""
+    capture_end = trace.meta.get("capture_end_ns")
+    return min(st.last, capture_end) if isinstance(capture_end, int) else st.last
+
+
+def _never_ends(own: pd.DataFrame, open_from: int, zero: int) -> str | None:
+    """A measured step's range that never ends (its end is the trace's last NVTX time or the capture's end)
+    while a later step range of its process starts after it: its end was lost, not the program stopped in
+    it (a run stopped in a step records no step after it)."""
+    found = []
+    for _, g in own.groupby("pid", sort=False):
+        for a in g[g["measured"] & (g["end"] >= open_from)].itertuples():
+            later = g[g["start"] > a.start]
+            if len(later):
+                found.append((a.start, int(a.step), int(a.end), later.iloc[0]))
+    if not found:
+        return None
+    _, step, end, b = min(found, key=lambda f: f[0])
+    said = (
+        f"step {step}'s range never ends (its time runs to the trace's end, {seconds(end, zero)}) while step "
+        f"{int(b['step'])}'s range starts after it, at {seconds(int(b['start']), zero)}: its end was lost"
+    )
+    return said + _more(len(found), "step ranges that never end")
 
 
 def _lasting(own: pd.DataFrame, zero: int) -> str | None:
@@ -201,10 +330,13 @@ def _holds_none(st: Steps, worst: pd.Series, zero: int) -> str | None:
     )
 
 
-def _phases_disordered(r: pd.DataFrame, measured: set[tuple[int, int]], zero: int) -> str | None:
+def _phases_disordered(
+    r: pd.DataFrame, measured: set[tuple[int, int]], zero: int, open_from: int
+) -> str | None:
     """Of a measured harness step, two phase ranges one after the other in time that overlap (the harness
-    opens each phase after the one before it closed, on one thread), or whose names come in another order
-    than the harness runs them (forward, backward, optimizer; prefill, decode)."""
+    opens each phase after the one before it closed, on one thread; said as the first never ending where its
+    end is the trace's), or whose names come in another order than the harness runs them (forward, backward,
+    optimizer; prefill, decode)."""
     order = {name: i for i, name in enumerate(ALL_PHASES)}
     phases = r[(r["name"] != STEP) & r["name"].isin(list(order))].sort_values("start", kind="stable")
     found = []
@@ -212,7 +344,11 @@ def _phases_disordered(r: pd.DataFrame, measured: set[tuple[int, int]], zero: in
         if (int(pid), int(step)) not in measured or len(g) < 2:
             continue
         for a, b in zip(g.iloc[:-1].itertuples(), g.iloc[1:].itertuples(), strict=True):
-            if b.start < a.end:
+            if b.start < a.end and a.end >= open_from:
+                found.append((b.start, f"step {step}'s {a.name} range never ends (its time runs to the "
+                              f"trace's end, {seconds(a.end, zero)}) while its {b.name} range starts after "
+                              f"it, at {seconds(b.start, zero)}: its end was lost"))  # fmt: skip
+            elif b.start < a.end:
                 found.append((b.start, f"step {step}'s {a.name} and {b.name} ranges overlap: its {b.name} "
                               f"range starts at {seconds(b.start, zero)}, {_ms(a.end - b.start)} before its "
                               f"{a.name} range ends"))  # fmt: skip

@@ -41,8 +41,8 @@ class Steps:
     # the harness's steps without a `measured` range (lost with NVTX): the run's warm-up count told which
     # were measured (True), or nothing did and every step counts (False)
     by_record: bool = False
-    # the step ranges and the phase ranges (start, end, pid, tid, name, step; a phase's step is its payload
-    # in a harness capture, -1 where no payload tells it), what `unheld` lines up
+    # the step ranges and the phase ranges (start, end, pid, tid, name, step, pushpop; a phase's step is its
+    # payload in a harness capture, -1 where no payload tells it), what `unheld` lines up
     ranges: pd.DataFrame | None = None
     last: int = 0  # the trace's last NVTX time: the end the reader gives a range never closed
 
@@ -60,7 +60,7 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
     empty = pd.DataFrame({"step": [], "start": [], "end": [], "pid": [], "measured": [], "phases": []})
     if not trace.has("nvtx"):
         return Steps(empty, "")
-    nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "payload", "domain"])
+    nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "payload", "domain", "pushpop"])
     gpu_side = label_test(nv["domain"], lambda labels: labels == "GPU")  # Kineto's GPU-side copies
     if gpu_side.any():
         nv = nv[~gpu_side]
@@ -84,6 +84,7 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
                 "tid": nv["global_tid"].to_numpy()[rows | phases],
                 "name": np.where(rows, STEP, labels.to_numpy(dtype=object)[codes])[rows | phases],
                 "step": _placed(step, rows)[rows | phases],
+                "pushpop": nv["pushpop"].to_numpy(dtype=bool)[rows | phases],
             }
         )
 
@@ -126,7 +127,9 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
         ]
         spans = list(zip(measured["start"].astype(np.int64), measured["end"].astype(np.int64),
                          measured["global_tid"].to_numpy() & PROCESS_MASK, strict=True))  # fmt: skip
-        held = hs[["start", "end", "pid", "global_tid", "name", "step"]].rename(columns={"global_tid": "tid"})
+        held = hs[["start", "end", "pid", "global_tid", "name", "step", "pushpop"]].rename(
+            columns={"global_tid": "tid"}
+        )
         return Steps(
             frame, "harness", has_measured=bool(len(measured)), nvtx_end=max(ends), spans=spans,
             by_record=by_record, ranges=held.reset_index(drop=True), last=last,
@@ -173,7 +176,7 @@ def unheld(trace: Trace, st: Steps) -> pd.DataFrame:
     phases, own = r[(r["name"] != STEP) & (r["end"] < open_from)], r[r["name"] == STEP]
     measured = st.frame[st.frame["measured"]]
     if st.source == "harness":
-        measured = measured[measured["phases"].map(lambda p: STEP in p)]
+        measured = measured[measured["phases"].map(lambda p: STEP in p).astype(bool)]
         pairs = phases.merge(
             measured[["step", "pid", "start", "end"]], on=["step", "pid"], suffixes=("", "_step")
         )

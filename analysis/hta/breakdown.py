@@ -335,9 +335,8 @@ def idle_time_table(items: list[Trace], intervals: list[pd.DataFrame], said: lis
     for t, gaps in zip(items, intervals, strict=True):
         per = gaps.groupby(["Stream", "category"])["gap"].sum().astype(np.int64).rename("Idle Time (ns)")
         per = per.reset_index()
-        per["Share (%)"] = (
-            100 * per["Idle Time (ns)"] / per.groupby("Stream")["Idle Time (ns)"].transform("sum")
-        )
+        idle = per["Idle Time (ns)"].astype(np.float64)  # 100 times an int64 of 10**17 ns and more wraps
+        per["Share (%)"] = idle * 100.0 / idle.groupby(per["Stream"]).transform("sum")
         parts.append(per.assign(Rank=rank_of(t)))
     out = pd.concat(parts, ignore_index=True).rename(columns={"category": "Idle Category"})
     out = out[["Rank", "Stream", "Idle Category", "Idle Time (ns)", "Share (%)"]]

@@ -114,6 +114,26 @@ def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
     return steps[inside]
 
 
+def _stepless(ranges: pd.DataFrame, steps: pd.DataFrame, phase_ranges: pd.DataFrame) -> int:
+    """The phase ranges inside a `measured` range of their process that lie in no measured step range: a
+    step whose own range was lost or never closed, which phase mode leaves out with its kernels."""
+    measured = ranges[ranges["name"] == MEASURED]
+    if measured.empty or phase_ranges.empty:
+        return 0
+    p_pid, p_start, p_end = (phase_ranges[c].to_numpy() for c in ("pid", "start_ns", "end_ns"))
+    inside = np.zeros(len(phase_ranges), dtype=bool)
+    for m in measured.itertuples():
+        inside |= (p_pid == m.pid) & (p_start >= m.start_ns) & (p_end <= m.end_ns)
+    held = np.zeros(len(phase_ranges), dtype=bool)
+    for pid, g in steps.groupby("pid"):
+        g = g.sort_values("start_ns")
+        s_start, s_end = g["start_ns"].to_numpy(), g["end_ns"].to_numpy()
+        mine = p_pid == pid
+        at = np.searchsorted(s_start, p_start[mine], side="right") - 1
+        held[mine] = (at >= 0) & (p_end[mine] <= s_end[np.maximum(at, 0)])
+    return int((inside & ~held).sum())
+
+
 # the range columns attribution reads (of all_ranges' 13: 1.8M ranges)
 RANGE_FIELDS = ("start_ns", "end_ns", "name", "domain", "style", "global_tid")
 
@@ -162,10 +182,17 @@ def attribute(
     if "pid" not in ranges:
         ranges["pid"] = pid_of(ranges["global_tid"].to_numpy())
     steps = measured_steps(ranges)
+    phase_ranges = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
     if not steps.empty:
         in_step, _ = _containing(steps.reset_index(drop=True), launches, by_thread=False, point=True)
         launches = launches[in_step >= 0].reset_index(drop=True)
-    phase_ranges = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
+        if lost := _stepless(ranges, steps, phase_ranges):
+            lie, them = ("lies", "it") if lost == 1 else ("lie", "them")
+            trace.note(
+                f"{counted(lost, 'phase range')} inside the `measured` range {lie} in no measured step's "
+                f"range (a `step` range lost, or never closed): the kernels launched in {them} are left out "
+                "(`harness health` names the step)"
+            )
     hit, _ = _containing(phase_ranges, launches, by_thread=False, point=True)
     launches.attrs["mode"] = "phase"
     return (

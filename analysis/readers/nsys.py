@@ -55,16 +55,23 @@ OSRT_CLASS = 27  # OSRT_API.eventClass of OS runtime calls (what osrtsum counts)
 # keys a launch shape.
 TABLE = {"kernels": KERNEL, "runtime": RUNTIME, "memcpy": MEMCPY, "memset": MEMSET, "osrt": OSRT,
          "overhead": OVERHEAD}  # fmt: skip
-# NULL where the row cannot be right: one column read instead of two when a table needs only durations
+# NULL where the row cannot be right: one column read instead of two when a table needs only durations;
+# 2**63-1 (past analysis.trace.frames.MAX_TIME) where a start or end lies past ±2**62 ns, so that a table of
+# durations leaves out the rows a table of starts and ends does
 DURATION = (
-    "CASE WHEN typeof(start) = 'integer' AND typeof(end) = 'integer' AND end >= start THEN end - start END"
+    "CASE WHEN typeof(start) = 'integer' AND typeof(end) = 'integer' AND end >= start THEN (CASE WHEN "
+    "start >= -4611686018427387904 AND end <= 4611686018427387904 THEN end - start "
+    "ELSE 9223372036854775807 END) END"
 )
 # The same where neither time column has TEXT affinity (every nsys export), without the two typeof() calls
 # a row (0.3 of the 1.7 s of SQLite's CPU in `harness kernels` of 1M kernels): SQLite orders NULL <
 # numbers < text < blob, so text or a blob in either column fails one of the two comparisons; a REAL passes
 # and makes the difference a REAL, whose text does not parse as an integer, so its chunk is read again with
 # `typeof` checks (analysis.readers.nsys_sql.SqlExport.scan).
-FAST_DURATION = "CASE WHEN end BETWEEN start AND 9223372036854775807 THEN end - start END"
+FAST_DURATION = (
+    "CASE WHEN start >= -4611686018427387904 AND end BETWEEN start AND 4611686018427387904 THEN end - start "
+    "WHEN end BETWEEN start AND 9223372036854775807 THEN 9223372036854775807 END"
+)
 _TIMES = {"start": "start", "end": "end", "duration": DURATION}
 _MEMOP = {
     **_TIMES,

@@ -13,8 +13,9 @@ Frames and their columns (times in ns on the source's clock, ids as int64, NULL 
   green_context_id
 - osrt (OS runtime calls): start, end, duration, global_tid, name_id
 
-`duration` is end - start, NULL where the row cannot be right: a table that needs only durations reads one
-column, not two.
+`duration` is end - start, NULL where the row cannot be right, 2**63-1 where its start or end lies past ±2**62
+ns: a table that needs only durations reads one column, not two, and leaves out the rows the start and end
+would.
 - nvtx (ranges): range_id, start, end, global_tid, pushpop (bool), payload (Int64), name, domain
 - syncs (CUDA synchronization as the GPU records it: stream waits, stream/context/event syncs): start, end,
   stream_id, correlation_id, global_pid, device_id, name_id
