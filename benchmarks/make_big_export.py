@@ -39,7 +39,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.readers.nsys import KERNEL, MEMCPY, MEMSET, NVTX, OSRT, PUSHPOP_TYPES, RUNTIME, STARTEND_TYPES
+from analysis.readers.nsys_columns import KERNEL, MEMCPY, MEMSET, OSRT, RUNTIME
+from analysis.readers.nsys_nvtx import NVTX, PUSHPOP_TYPES, STARTEND_TYPES
 
 SHARED_NSYS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys"
 FIXTURE = SHARED_NSYS / "ext" / "dlprof_norelu" / "report.sqlite"  # PyTorch + DLProf, RTX 2070 SUPER

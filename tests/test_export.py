@@ -10,7 +10,7 @@ import pytest
 from export_data import newer_schema
 
 from analysis.errors import ExportError
-from analysis.readers.nsys import KERNEL
+from analysis.readers.nsys_columns import KERNEL
 from analysis.readers.nsys_open import open_nsys
 from analysis.trace.opening import open_trace
 

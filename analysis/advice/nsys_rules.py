@@ -39,7 +39,7 @@ from analysis.errors import WHOLE, ExportError, OptionsError
 from analysis.readers import NULL
 from analysis.readers.global_ids import pid_of, tid_of
 from analysis.readers.kineto import FORMAT as KINETO
-from analysis.readers.nsys import MEMCPY, MEMSET
+from analysis.readers.nsys_columns import MEMCPY, MEMSET
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
 

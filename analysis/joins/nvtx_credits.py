@@ -13,14 +13,21 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import enclosing, parents, sort_ranges
-from analysis.joins.nvtx_ranges import all_ranges, any_named, note_open_ranges, phases_of
+from analysis.joins.nvtx_ranges import (
+    all_ranges,
+    any_named,
+    measured_steps,
+    note_open_ranges,
+    phases_of,
+    stepless_phases,
+)
 from analysis.joins.nvtx_sweep import RANGE_READ, Unordered, thread_sweep
 from analysis.joins.runtime import kernel_launches
 from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.readers.global_ids import PROCESS_MASK, pid_of, thread_key, tid_of
 from analysis.stats import BLOCK, durations_by_group, factorize, factorize_blocks, figures, group_ids
 from analysis.trace.trace import Trace
-from workloads.names import MEASURED, STEP, counted
+from workloads.names import counted
 
 Mode = Literal["auto", "phase", "thread"]  # auto: phase when the export has phase ranges
 
@@ -98,42 +105,6 @@ def _with_enclosing(parent: np.ndarray, launch: np.ndarray, inner: np.ndarray) -
     return out_launch, np.concatenate(hits)
 
 
-def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
-    """The `step` ranges that count: those inside a `measured` range when there is one, else all."""
-    steps = ranges[ranges["name"] == STEP]
-    measured = ranges[ranges["name"] == MEASURED]
-    if measured.empty or steps.empty:
-        return steps
-    inside = np.zeros(len(steps), dtype=bool)
-    for m in measured.itertuples():
-        inside |= (
-            (steps["pid"].to_numpy() == m.pid)
-            & (steps["start_ns"].to_numpy() >= m.start_ns)
-            & (steps["end_ns"].to_numpy() <= m.end_ns)
-        )
-    return steps[inside]
-
-
-def _stepless(ranges: pd.DataFrame, steps: pd.DataFrame, phase_ranges: pd.DataFrame) -> int:
-    """The phase ranges inside a `measured` range of their process that lie in no measured step range: a
-    step whose own range was lost or never closed, which phase mode leaves out with its kernels."""
-    measured = ranges[ranges["name"] == MEASURED]
-    if measured.empty or phase_ranges.empty:
-        return 0
-    p_pid, p_start, p_end = (phase_ranges[c].to_numpy() for c in ("pid", "start_ns", "end_ns"))
-    inside = np.zeros(len(phase_ranges), dtype=bool)
-    for m in measured.itertuples():
-        inside |= (p_pid == m.pid) & (p_start >= m.start_ns) & (p_end <= m.end_ns)
-    held = np.zeros(len(phase_ranges), dtype=bool)
-    for pid, g in steps.groupby("pid"):
-        g = g.sort_values("start_ns")
-        s_start, s_end = g["start_ns"].to_numpy(), g["end_ns"].to_numpy()
-        mine = p_pid == pid
-        at = np.searchsorted(s_start, p_start[mine], side="right") - 1
-        held[mine] = (at >= 0) & (p_end[mine] <= s_end[np.maximum(at, 0)])
-    return int((inside & ~held).sum())
-
-
 # the range columns attribution reads (of all_ranges' 13: 1.8M ranges)
 RANGE_FIELDS = ("start_ns", "end_ns", "name", "domain", "style", "global_tid")
 
@@ -186,7 +157,7 @@ def attribute(
     if not steps.empty:
         in_step, _ = _containing(steps.reset_index(drop=True), launches, by_thread=False, point=True)
         launches = launches[in_step >= 0].reset_index(drop=True)
-        if lost := _stepless(ranges, steps, phase_ranges):
+        if lost := stepless_phases(ranges, steps, phase_ranges):
             lie, them = ("lies", "it") if lost == 1 else ("lie", "them")
             trace.note(
                 f"{counted(lost, 'phase range')} inside the `measured` range {lie} in no measured step's "

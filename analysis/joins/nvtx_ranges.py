@@ -1,5 +1,6 @@
 """NVTX range instances as a frame: every range with its nesting on its thread (`all_ranges`), the name
-nsys prints for it (`tagged`: DOMAIN:NAME) and those names grouped (`grouped_tags`, analysis.nvtx_names).
+nsys prints for it (`tagged`: DOMAIN:NAME) and those names grouped (`grouped_tags`, analysis.nvtx_names);
+the `step` ranges that count (`measured_steps`) and the phase ranges no measured step holds.
 The NVTX tables (analysis.tables.nvtx, nvtx_gpu), the crediting of kernels to ranges
 (analysis.joins.nvtx_credits), the views and the comparisons read the ranges through these."""
 
@@ -14,7 +15,7 @@ from analysis.intervals import levels, parents, sort_ranges
 from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.readers.global_ids import pid_of, tid_of
 from analysis.trace.trace import Trace
-from workloads.names import ALL_PHASES, STEP
+from workloads.names import ALL_PHASES, MEASURED, STEP
 
 RANGE_COLUMNS = [
     "start_ns", "end_ns", "duration_ns", "name", "domain", "payload", "tid", "pid", "level", "parent",
@@ -162,3 +163,39 @@ def note_open_ranges(trace: Trace) -> None:
     """`open_ranges_said` in the trace's notes, where some range never ends."""
     if said := open_ranges_said(trace):
         trace.note(said)
+
+
+def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
+    """The `step` ranges that count: those inside a `measured` range when there is one, else all."""
+    steps = ranges[ranges["name"] == STEP]
+    measured = ranges[ranges["name"] == MEASURED]
+    if measured.empty or steps.empty:
+        return steps
+    inside = np.zeros(len(steps), dtype=bool)
+    for m in measured.itertuples():
+        inside |= (
+            (steps["pid"].to_numpy() == m.pid)
+            & (steps["start_ns"].to_numpy() >= m.start_ns)
+            & (steps["end_ns"].to_numpy() <= m.end_ns)
+        )
+    return steps[inside]
+
+
+def stepless_phases(ranges: pd.DataFrame, steps: pd.DataFrame, phase_ranges: pd.DataFrame) -> int:
+    """The phase ranges inside a `measured` range of their process that lie in no measured step range: a
+    step whose own range was lost or never closed, which phase mode leaves out with its kernels."""
+    measured = ranges[ranges["name"] == MEASURED]
+    if measured.empty or phase_ranges.empty:
+        return 0
+    p_pid, p_start, p_end = (phase_ranges[c].to_numpy() for c in ("pid", "start_ns", "end_ns"))
+    inside = np.zeros(len(phase_ranges), dtype=bool)
+    for m in measured.itertuples():
+        inside |= (p_pid == m.pid) & (p_start >= m.start_ns) & (p_end <= m.end_ns)
+    held = np.zeros(len(phase_ranges), dtype=bool)
+    for pid, g in steps.groupby("pid"):
+        g = g.sort_values("start_ns")
+        s_start, s_end = g["start_ns"].to_numpy(), g["end_ns"].to_numpy()
+        mine = p_pid == pid
+        at = np.searchsorted(s_start, p_start[mine], side="right") - 1
+        held[mine] = (at >= 0) & (p_end[mine] <= s_end[np.maximum(at, 0)])
+    return int((inside & ~held).sum())

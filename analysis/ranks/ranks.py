@@ -29,8 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.joins.nvtx_credits import measured_steps
-from analysis.joins.nvtx_ranges import all_ranges, step_phases
+from analysis.joins.nvtx_ranges import all_ranges, measured_steps, step_phases
 from analysis.readers.global_ids import pid_of
 from analysis.stats import round_half_up
 from analysis.trace.multi import Piece, check_name_ranks, label_sources

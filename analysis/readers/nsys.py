@@ -1,9 +1,10 @@
 """Read an Nsight Systems SQLite export into the frames of the trace model (`analysis.trace.frames.FRAMES`).
 
-This module and analysis.readers.nsys_sql (the queries and scans) are the only ones that write SQL
-against an export; analysis.readers.nsys_open opens one. It codes against the tables and columns
-present, not a schema version: newer exports (schema 3.x) name the metadata table META_DATA_EXPORT instead
-of EXPORT_META_DATA, add columns (mangledName, greenContextId) and leave out tables that have no rows.
+This module, analysis.readers.nsys_columns (each column's SQL) and analysis.readers.nsys_sql (the queries
+and scans) are the only ones that write SQL against an export; analysis.readers.nsys_open opens one. It
+codes against the tables and columns present, not a schema version: newer exports (schema 3.x) name the
+metadata table META_DATA_EXPORT instead of EXPORT_META_DATA, add columns (mangledName, greenContextId) and
+leave out tables that have no rows.
 
 Speed: big exports hold millions of rows. Fetching them row by row as Python tuples (what pandas.read_sql
 does) is what makes the naive way slow, and SQLite's GROUP BY sorts every row. So SQLite scans each table
@@ -30,6 +31,17 @@ import numpy as np
 
 from analysis.readers import NSYS_VERSION, NULL, nsys_nvtx, sqlite_files
 from analysis.readers.global_ids import ID_BITS, ID_MASK, PROCESS_MASK
+from analysis.readers.nsys_columns import (
+    DIAGNOSTIC,
+    DURATION,
+    EXPRS,
+    FAST_DURATION,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    OSRT,
+    TABLE,
+)
 from analysis.readers.nsys_nvtx import NVTX, PUSHPOP_TYPES, STARTEND_TYPES
 from analysis.readers.nsys_sql import SqlExport, _ident
 
@@ -38,83 +50,11 @@ if TYPE_CHECKING:  # imported where a frame is made: `harness kernels` reads blo
 
 VERSION = NSYS_VERSION  # bump it there when what a frame holds changes: cached frames are rebuilt
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
-KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
-MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
-OSRT = "OSRT_API"
-OVERHEAD = "PROFILER_OVERHEAD"
-DIAGNOSTIC = "DIAGNOSTIC_EVENT"
 # nsys's messages that say events were lost (capture health fails on them; every table notes them)
 LOST = re.compile(r"\b(?:lost|dropp?ed|discard(?:ed)?|overflow(?:ed)?)\b", re.IGNORECASE)
 DOMAIN_CREATE = 75  # NVTX_EVENTS.eventType of a domain's creation
 OSRT_CLASS = 27  # OSRT_API.eventClass of OS runtime calls (what osrtsum counts)
 
-# Frame -> source table, and the SQL expression of each column. Grid and block dimensions are packed into
-# one integer each (CUDA caps gridY/gridZ at 65535 and block dimensions at 1024 x 1024 x 64), so one value
-# keys a launch shape.
-TABLE = {"kernels": KERNEL, "runtime": RUNTIME, "memcpy": MEMCPY, "memset": MEMSET, "osrt": OSRT,
-         "overhead": OVERHEAD}  # fmt: skip
-# NULL where the row cannot be right: one column read instead of two when a table needs only durations;
-# 2**63-1 (past analysis.trace.frames.MAX_TIME) where a start or end lies past ±2**62 ns, so that a table of
-# durations leaves out the rows a table of starts and ends does
-DURATION = (
-    "CASE WHEN typeof(start) = 'integer' AND typeof(end) = 'integer' AND end >= start THEN (CASE WHEN "
-    "start >= -4611686018427387904 AND end <= 4611686018427387904 THEN end - start "
-    "ELSE 9223372036854775807 END) END"
-)
-# The same where neither time column has TEXT affinity (every nsys export), without the two typeof() calls
-# a row (0.3 of the 1.7 s of SQLite's CPU in `harness kernels` of 1M kernels): SQLite orders NULL <
-# numbers < text < blob, so text or a blob in either column fails one of the two comparisons; a REAL passes
-# and makes the difference a REAL, whose text does not parse as an integer, so its chunk is read again with
-# `typeof` checks (analysis.readers.nsys_sql.SqlExport.scan).
-FAST_DURATION = (
-    "CASE WHEN start >= -4611686018427387904 AND end BETWEEN start AND 4611686018427387904 THEN end - start "
-    "WHEN end BETWEEN start AND 9223372036854775807 THEN 9223372036854775807 END"
-)
-_TIMES = {"start": "start", "end": "end", "duration": DURATION}
-_MEMOP = {
-    **_TIMES,
-    "bytes": "bytes",
-    "stream_id": "streamId",
-    "correlation_id": "correlationId",
-    "global_pid": "globalPid",
-    "device_id": "deviceId",
-}
-EXPRS: dict[str, dict[str, str]] = {
-    "kernels": {
-        **_TIMES,
-        "correlation_id": "correlationId",
-        "global_pid": "globalPid",
-        "device_id": "deviceId",
-        "stream_id": "streamId",
-        "grid": "(gridX << 32) + (gridY << 16) + gridZ",
-        "block": "(blockX << 22) + (blockY << 11) + blockZ",
-        "name_id": "demangledName",
-        "short_name_id": "shortName",
-        "mangled_name_id": "coalesce(mangledName, demangledName)",
-        "context_id": "contextId",
-    },
-    "runtime": {**_TIMES, "correlation_id": "correlationId", "global_tid": "globalTid", "name_id": "nameId"},
-    "memcpy": {
-        **_MEMOP,
-        "copy_kind": "copyKind",
-        "src_kind": "srcKind",
-        "dst_kind": "dstKind",
-        "context_id": "contextId",
-        "src_device": "srcDeviceId",
-        "dst_device": "dstDeviceId",
-        "green_context_id": "greenContextId",
-    },
-    "memset": {
-        **_MEMOP,
-        "mem_kind": "memKind",
-        "context_id": "contextId",
-        "green_context_id": "greenContextId",
-    },
-    "osrt": {**_TIMES, "global_tid": "globalTid", "name_id": "nameId"},
-    "overhead": {**_TIMES, "global_tid": "globalTid", "name_id": "nameId"},
-}
 # DIAGNOSTIC_EVENT.severity and .source where the export has no ENUM_DIAGNOSTIC_* tables
 SEVERITY = {0: "Unknown", 1: "Info", 2: "Warning", 3: "Error", 4: "Verbose"}
 SOURCE = {0: "Unknown source", 1: "Injection", 2: "Daemon", 3: "Analysis"}

@@ -19,8 +19,8 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.joins.nvtx_credits import attribute, measured_steps
-from analysis.joins.nvtx_ranges import all_ranges
+from analysis.joins.nvtx_credits import attribute
+from analysis.joins.nvtx_ranges import all_ranges, measured_steps
 from analysis.trace.trace import Trace
 from workloads.names import BLOCK_NVTX, BLOCK_NVTX_GPU, BLOCK_TORCH, LAYER, STEP
 

@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError, OptionsError
-from analysis.joins.nvtx_credits import measured_steps
-from analysis.joins.nvtx_ranges import all_ranges
+from analysis.joins.nvtx_ranges import all_ranges, measured_steps
 from analysis.joins.runtime import kernel_rows
 from analysis.readers.global_ids import pid_of
 from analysis.readers.kineto_build import STEP_RE
