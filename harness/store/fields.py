@@ -83,6 +83,13 @@ def mapping(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
+def objects(value: Any, where: str) -> list[tuple[str, dict[str, Any]]]:
+    """A list of objects, each with where it is (`where[i]`)."""
+    if not isinstance(value, list):
+        raise fail(where, f"is {type(value).__name__}, not a list")
+    return [(f"{where}[{i}]", mapping(row, f"{where}[{i}]")) for i, row in enumerate(value)]
+
+
 def known_keys(value: dict[str, Any], cls: type, where: str) -> None:
     """Only fields of `cls`, and every one it cannot do without (a record without one read as a TypeError)."""
     unknown = sorted(set(value) - {f.name for f in fields(cls)})

@@ -77,11 +77,7 @@ def check_summary(summary: dict[str, Any], run: Run) -> None:
     """The run's summary: its phases' figures, the figures of `extra` (unsaved_check.check_extra, with
     the energy table's shape), the serving figures and generate's token times."""
     phases = summary.get("phases", [])
-    if not isinstance(phases, list):
-        raise fields.Damaged(f"summary.phases is {type(phases).__name__}, not a list")
-    for i, row in enumerate(phases):
-        where = f"summary.phases[{i}]"
-        row = fields.mapping(row, where)
+    for where, row in fields.objects(phases, "summary.phases"):
         fields.text(row.get("phase"), f"{where}.phase")
         for name in PHASE_WHOLE:  # databases of the first schema kept the mean and deviation alone
             if name in row:
@@ -95,12 +91,7 @@ def check_summary(summary: dict[str, Any], run: Run) -> None:
         check.check_extra(summary, stored_phases, power=True, low=-fields.MAX_NS)
     except fields.Damaged as e:
         raise fields.Damaged(f"summary.{str(e).removeprefix('extra.')}") from None
-    tokens = summary.get("token_timings", [])
-    if not isinstance(tokens, list):
-        raise fields.Damaged(f"summary.token_timings is {type(tokens).__name__}, not a list")
-    for i, row in enumerate(tokens):
-        where = f"summary.token_timings[{i}]"
-        row = fields.mapping(row, where)
+    for where, row in fields.objects(summary.get("token_timings", []), "summary.token_timings"):
         fields.whole(row.get("step"), f"{where}.step")
         if type(row.get("warmup")) is not bool:
             raise fields.Damaged(f"{where}.warmup is {row.get('warmup')!r}, not true or false")

@@ -38,6 +38,7 @@ from harness.store.fields import (
     figure,
     known_keys,
     mapping,
+    objects,
     one_of,
     run_id,
     text,
@@ -258,13 +259,8 @@ def check_parts(extra: dict[str, Any]) -> None:
     for name, low in (("world_size", 1), ("failed_rank", 0)):
         if extra.get(name) is not None:
             whole(extra[name], f"extra.{name}", low)
-    ranks = extra.get("ranks")
-    if ranks is not None:
-        if not isinstance(ranks, list):
-            raise fail("extra.ranks", f"is {type(ranks).__name__}, not a list")
-        for i, rank in enumerate(ranks):
-            where = f"extra.ranks[{i}]"
-            rank = mapping(rank, where)
+    if (ranks := extra.get("ranks")) is not None:
+        for where, rank in objects(ranks, "extra.ranks"):
             whole(rank.get("rank"), f"{where}.rank")
             one_of(rank.get("status"), STATUSES, f"{where}.status")
             text(rank.get("error"), f"{where}.error", optional=True)
@@ -291,13 +287,10 @@ def check_energy(extra: dict[str, Any], power: bool) -> None:
                     "is in the file, but the run did not ask for power (config.power is "
                     "false): it was never sampled",
                 )
-    rows = extra.get("energy")
-    if rows is not None:
-        if not isinstance(rows, list):
-            raise fail("extra.energy", f"is {type(rows).__name__}, not a list")
-        for i, row in enumerate(rows):
-            for name, value in mapping(row, f"extra.energy[{i}]").items():
-                where = f"extra.energy[{i}].{name}"
+    if (rows := extra.get("energy")) is not None:
+        for at, row in objects(rows, "extra.energy"):
+            for name, value in row.items():
+                where = f"{at}.{name}"
                 if name in ENERGY_WORDS:
                     text(value, where, optional=True, plain=True)
                 else:
@@ -320,13 +313,8 @@ def check_memory(memory: dict[str, Any]) -> None:
         text(memory.get(name), f"extra.memory.{name}", optional=True, plain=name != "snapshot")
     if memory.get("breakdown") is not None:
         _numbers(memory["breakdown"], "extra.memory.breakdown", figure)
-    operators = memory.get("operators")
-    if operators is not None:
-        if not isinstance(operators, list):
-            raise fail("extra.memory.operators", f"is {type(operators).__name__}, not a list")
-        for i, row in enumerate(operators):
-            where = f"extra.memory.operators[{i}]"
-            row = mapping(row, where)
+    if (operators := memory.get("operators")) is not None:
+        for where, row in objects(operators, "extra.memory.operators"):
             text(row.get("name"), f"{where}.name", plain=True)
             whole(row.get("calls"), f"{where}.calls")
             for name in ("self_cpu_memory_bytes", "cpu_memory_bytes"):  # frees count below 0
@@ -410,11 +398,7 @@ def check_agreement(
     difference of any sign), every figure finite (the database holds no NULL there)."""
     if rows is None:
         return None
-    if not isinstance(rows, list):
-        raise fail("agreement", f"is {type(rows).__name__}, not a list")
-    for i, row in enumerate(rows):
-        where = f"agreement[{i}]"
-        row = mapping(row, where)
+    for where, row in objects(rows, "agreement"):
         if set(row) != set(columns):
             raise fail(where, f"has fields {sorted(row)}, not {list(columns)}")
         one_of(row["phase"], phases, f"{where}.phase")
