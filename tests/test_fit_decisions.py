@@ -83,6 +83,36 @@ def test_overhead_of_run_nsys_keeps_its_verdict() -> None:
     assert "nsys light StdDev (ms)" in fitted.dropped
 
 
+def _two_modes() -> pd.DataFrame:
+    """`harness overhead --nsys-mode light,full`'s table: a baseline and two profiled kinds."""
+    rng = np.random.default_rng(3)
+    rows = [
+        (label, repeat, step, phase, int(ns * scale * (1 + 0.01 * rng.standard_normal())))
+        for label, scale in (("no nsys", 1.0), ("nsys light", 1.04), ("nsys full", 1.08))
+        for repeat in (0, 1, 2)
+        for step in range(10)
+        for phase, ns in (("forward", 10e6), ("backward", 20e6), ("optimizer", 5e6))
+    ]
+    steps = pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
+    return overhead_table(steps, ("forward", "backward", "optimizer"))
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_overhead_keeps_the_baseline_beside_each_profiled_time(width: int) -> None:
+    """The baseline's time, each profiled kind's time and its overhead are what a reader compares: kept
+    at any width, the verdict sentences (the same figures in words) and the spreads left out first."""
+    needed = ["Phase", "no nsys Avg (ms)", "nsys light Avg (ms)", "nsys light overhead (%)",
+              "nsys full Avg (ms)", "nsys full overhead (%)"]  # fmt: skip
+    fitted = rich_table(_two_modes(), width)
+    shown = [str(c.header) for c in fitted.table.columns]
+    assert [h for h in shown if h in needed] == needed, (width, shown)
+    assert fitted.dropped and set(fitted.dropped).isdisjoint(needed)
+    one = rich_table(_noisy_overhead(), width)
+    assert {"no nsys Avg (ms)", "nsys light Avg (ms)", "nsys light overhead (%)"} <= {
+        str(c.header) for c in one.table.columns
+    }, width
+
+
 def test_overhead_verdicts_read_whole_at_80_columns() -> None:
     """An inconclusive verdict is a sentence: at 80 columns it wraps within its column, never cut in the
     middle ("inconclus…(±71.7%) is l… effect", as `run --nsys` printed on a noisy machine)."""
