@@ -532,3 +532,34 @@ def test_attention_stops_showing_its_cells_when_the_database_will_not_take_one(
     ) in said
     assert said.count("error:") == 1
     assert len(ResultsStore(db).attention_results()) == 2
+
+
+def test_a_sweep_whose_first_point_was_killed_names_the_device_of_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A point whose worker was killed before it named its device: the title names the device of a point
+    that says it, never an empty `()`; of a lone killed run it names none."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.ranks import multirank
+
+    def run_any(config: RunConfig) -> RunResult:
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        if config.batch_size == 1:  # killed: steps logged, no device name
+            killed = "worker killed by SIGKILL"
+            return RunResult("p-1", config, "error", device="cpu", steps=steps, error=killed)
+        return RunResult("p-2", config, "ok", device="cpu", device_name="Test CPU 9000", steps=steps)
+
+    monkeypatch.setattr(multirank, "run_any", run_any)
+    db = f"sqlite:///{tmp_path}/s.sqlite"
+    args = ["sweep", "--models", "char", "--batch-sizes", "1,2", "--device", "cpu", "--steps", "1",
+            "--warmup", "0", "--db", db]  # fmt: skip
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    title = next(line for line in r.stdout.splitlines() if line.startswith("sweep-"))
+    assert title.endswith(" (Test CPU 9000)") and "()" not in r.stdout, r.stdout
+    r = CliRunner().invoke(app, [*args[:4], "1", *args[5:]], env={"COLUMNS": "200"})
+    title = next(line for line in r.stdout.splitlines() if line.startswith("sweep-"))
+    assert "(" not in title, title
