@@ -439,3 +439,25 @@ def test_baseline_list_wide_shows_every_column(tmp_db: str) -> None:
     assert left_out(cli("baseline", "list")) == [["tagged_at"]]
     wide = cli("baseline", "list", "--wide")
     assert "tagged_at" in wide and left_out(wide) == []
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_findings_sentences_wrap_never_cut(width: int) -> None:
+    """A finding's Where, Fix and Evidence are sentences: on any terminal a shown one reads whole, wrapped in
+    its column, never cut in the middle (`the host launches too l…se operators`)."""
+    from conftest import H100_DIR, need
+
+    export = need(H100_DIR / "report.sqlite")
+    env = {"COLUMNS": str(width), "LINES": "200"}
+    found = json.loads(runner.invoke(app, ["advise", str(export), "--format", "json"], env=env).stdout)
+    found = found["findings"]
+    text = runner.invoke(app, ["advise", str(export)], env=env).stdout
+    table = text[: text.index("└")]
+    header = [c.strip() for c in next(ln for ln in table.splitlines() if "Rule" in ln).strip("┃").split("┃")]
+    rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in table.splitlines() if ln.startswith("│")]
+    for name in ("Where", "Fix", "Evidence"):
+        if name not in header:
+            continue
+        column = "".join("".join(r[header.index(name)].split()) for r in rows)  # compared without spaces
+        assert column == "".join("".join(f[name].split()) for f in found), (width, name, column)
+    assert "Where" in header and "…" not in table, table
