@@ -461,3 +461,21 @@ def test_findings_sentences_wrap_never_cut(width: int) -> None:
         column = "".join("".join(r[header.index(name)].split()) for r in rows)  # compared without spaces
         assert column == "".join("".join(f[name].split()) for f in found), (width, name, column)
     assert "Where" in header and "…" not in table, table
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_health_keeps_each_checks_evidence(width: int) -> None:
+    """A check's evidence is why it has its status (h100-medium warns about its `[Unknown]` kernels): shown
+    on any terminal, wrapped in a narrower column, never left out for the status alone."""
+    from conftest import H100_DIR, need
+    from rich.cells import cell_len
+
+    export = need(H100_DIR / "report.sqlite")
+    out = runner.invoke(app, ["health", str(export)], env={"COLUMNS": str(width), "LINES": "200"}).stdout
+    header = next(line for line in out.splitlines() if "Check" in line)
+    assert "Evidence" in header, out
+    assert "columns left out" not in out
+    row = out[out.index("│ kernel names") :].split("│ times")[0]
+    cells = [line.strip("│").split("│")[2] for line in row.splitlines() if line.startswith("│")]
+    assert "".join("".join(c.split()) for c in cells).startswith("14,011of30,528kernelsnamed"), cells
+    assert max(cell_len(line) for line in out.splitlines() if line[:1] in "┏│└") <= width
