@@ -479,3 +479,18 @@ def test_health_keeps_each_checks_evidence(width: int) -> None:
     cells = [line.strip("│").split("│")[2] for line in row.splitlines() if line.startswith("│")]
     assert "".join("".join(c.split()) for c in cells).startswith("14,011of30,528kernelsnamed"), cells
     assert max(cell_len(line) for line in out.splitlines() if line[:1] in "┏│└") <= width
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_show_keeps_each_fields_value(tmp_db: str, width: int) -> None:
+    """`show`'s run table is fields and their values: a table of two columns keeps both on any terminal (the
+    fields alone say nothing), its values wrapped."""
+    run = make_run("base-1", noise=0.01, seed=1)
+    run.device_name = "Intel(R) Xeon(R) Platinum 8480+ with a long marketing name"  # a long value
+    save_run(ResultsStore(tmp_db), run)
+    out = runner.invoke(app, ["show", "base-1"], env={"COLUMNS": str(width), "LINES": "200"}).stdout
+    run_table = out[: out.index("└")]
+    assert "value" in run_table.splitlines()[2], run_table
+    status = next(line for line in run_table.splitlines() if line.startswith("│ status "))
+    assert [c.strip() for c in status.strip("│").split("│")] == ["status", "ok"]
+    assert "1 of 2 columns left out" not in out
