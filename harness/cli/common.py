@@ -24,6 +24,7 @@ from analysis.errors import comma_list as comma_list
 from analysis.outputs import OutputRefused, refuse_folder_name, refuse_streams_over, refuse_unmakeable
 from analysis.outputs import is_stdout as is_stdout
 from analysis.outputs import is_stream as is_stream
+from analysis.outputs import make_folders as make_folders
 from analysis.outputs import refuse_inputs as refuse_inputs
 from analysis.outputs import shown as shown
 from analysis.outputs import write_text as write_text

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from analysis.outputs import make_folders
-from harness.cli.common import note, refuse_inputs, warn, write_text
+from harness.cli.common import make_folders, note, refuse_inputs, warn, write_text
 from harness.cli.terminal.output import Format, emit
 from harness.core.errors import HarnessError, os_reason
 
