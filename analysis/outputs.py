@@ -10,6 +10,9 @@
   made of it drops the slash, and the file would take the folder's name), and any file the command reads
   (`refuse_inputs`): the same file by device and inode, whatever its name (a link, `./x`, another
   spelling), and the journal files SQLite keeps beside an export. Writing over an input would lose it.
+- The folders a file goes in are created where missing (`-o pages/today/d.html`, as `mkdir -p`), by every
+  command alike; where one cannot be (a file stands in its place, no permission), the command stops in one
+  line naming the part that is in the way.
 """
 
 from __future__ import annotations
@@ -173,11 +176,59 @@ def _point_at_null(fd: int) -> None:
         os.close(null)
 
 
+def in_the_way(path: Path, error: OSError) -> str:
+    """Why folder `path` could not be made, in words: "File exists" or "Not a directory" from mkdir mean a
+    file stands where a folder must be, so name it."""
+    if error.errno in (errno.EEXIST, errno.ENOTDIR):
+        for part in (path, *path.parents):
+            st = _stat(part)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                return f"{part} is a file, not a folder"
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        missing = path
+        while _stat(missing.parent) is None and missing.parent != missing:
+            missing = missing.parent
+        return f"no permission to create folder {missing} ({error.strerror})"
+    return error.strerror or str(error)
+
+
+def make_folders(folder: str | Path, target: str | Path | None = None) -> None:
+    """Create `folder` and its missing parents (as `mkdir -p`), or OutputRefused in one line: "cannot write
+    TARGET: WHY" (TARGET: the file to go in it, else the folder itself)."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        named = target if target is not None else folder
+        raise OutputRefused(f"cannot write {named}: {in_the_way(path, e)}") from None
+
+
+def refuse_unmakeable(target: str | Path, *, folder: bool = False) -> None:
+    """OutputRefused, before any work, when the folders `target` goes in (`folder`: `target` itself, a
+    folder to write files in) could not be created: a file stands where one of them must be, or the
+    deepest folder there is not writable. Nothing is created here: a command that fails later leaves no
+    empty folder behind."""
+    if is_stdout(target) or is_stream(target):
+        return
+    want = Path(target) if folder else Path(target).parent
+    missing: Path | None = None
+    for part in (want, *want.parents):
+        st = _stat(part)
+        if st is None:
+            missing = part
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            raise OutputRefused(f"cannot write {target}: {part} is a file, not a folder")
+        if missing is not None and not os.access(part, os.W_OK | os.X_OK):
+            raise OutputRefused(f"cannot write {target}: no permission to create folder {missing}")
+        return
+
+
 @contextlib.contextmanager
-def open_output(target: str | Path, *, make_folder: bool = False) -> Iterator[IO[bytes]]:
+def open_output(target: str | Path) -> Iterator[IO[bytes]]:
     """A binary file to write `target` through (see the module's docstring): the rename happens when the
-    block ends without an exception; any exception removes the temporary file. `make_folder`: create the
-    target's missing folders."""
+    block ends without an exception; any exception removes the temporary file. The target's missing
+    folders are created first."""
     if is_stdout(target):
         out = sys.stdout
         if out is None:
@@ -199,8 +250,7 @@ def open_output(target: str | Path, *, make_folder: bool = False) -> Iterator[IO
     st = _stat(path)
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise OutputRefused(f"{target} is neither a file nor a device or pipe; give a file name")
-    if make_folder:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent, target)
     import tempfile
 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
@@ -217,9 +267,9 @@ def open_output(target: str | Path, *, make_folder: bool = False) -> Iterator[IO
         raise
 
 
-def write_text(target: str | Path, text: str, *, make_folder: bool = False) -> None:
+def write_text(target: str | Path, text: str) -> None:
     """`text` as UTF-8 to `target`, as open_output writes."""
-    with open_output(target, make_folder=make_folder) as f:
+    with open_output(target) as f:
         f.write(text.encode("utf-8", "backslashreplace"))
 
 

@@ -532,3 +532,65 @@ def test_attention_stops_showing_its_cells_when_the_database_will_not_take_one(
     ) in said
     assert said.count("error:") == 1
     assert len(ResultsStore(db).attention_results()) == 2
+
+
+def test_a_sweep_whose_first_point_was_killed_names_the_device_of_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A point whose worker was killed before it named its device: the title names the device of a point
+    that says it, never an empty `()`; of a lone killed run it names none."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.ranks import multirank
+
+    def run_any(config: RunConfig) -> RunResult:
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        if config.batch_size == 1:  # killed: steps logged, no device name
+            killed = "worker killed by SIGKILL"
+            return RunResult("p-1", config, "error", device="cpu", steps=steps, error=killed)
+        return RunResult("p-2", config, "ok", device="cpu", device_name="Test CPU 9000", steps=steps)
+
+    monkeypatch.setattr(multirank, "run_any", run_any)
+    db = f"sqlite:///{tmp_path}/s.sqlite"
+    args = ["sweep", "--models", "char", "--batch-sizes", "1,2", "--device", "cpu", "--steps", "1",
+            "--warmup", "0", "--db", db]  # fmt: skip
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    title = next(line for line in r.stdout.splitlines() if line.startswith("sweep-"))
+    assert title.endswith(" (Test CPU 9000)") and "()" not in r.stdout, r.stdout
+    r = CliRunner().invoke(app, [*args[:4], "1", *args[5:]], env={"COLUMNS": "200"})
+    title = next(line for line in r.stdout.splitlines() if line.startswith("sweep-"))
+    assert "(" not in title, title
+
+
+def test_a_sweep_at_60_columns_shows_a_figure_of_each_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A narrow terminal keeps the step's mean before the run ids: a sweep's table of sizes, batches and
+    ids alone compares nothing."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.ranks import multirank
+
+    def run_any(config: RunConfig) -> RunResult:
+        ms = 1_000_000 * config.batch_size
+        steps = [StepRecord(0, False, {"forward": 10 * ms, "backward": 20 * ms, "optimizer": 5 * ms})]
+        run_id = f"char-20261201-082113-98993a5{config.batch_size}"
+        status = "error" if config.batch_size == 1 else "ok"  # killed after its steps: the status stays
+        return RunResult(run_id, config, status, device="cpu", device_name="Test CPU", steps=steps, error="x")
+
+    monkeypatch.setattr(multirank, "run_any", run_any)
+    args = ["sweep", "--models", "char", "--batch-sizes", "1,2", "--device", "cpu", "--steps", "1",
+            "--warmup", "0", "--db", f"sqlite:///{tmp_path}/s.sqlite"]  # fmt: skip
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "60", "LINES": "100"})
+    assert r.exit_code == 1, r.output
+    rows = [
+        [c.strip() for c in line.strip("│").split("│")] for line in r.stdout.splitlines() if line[:1] == "│"
+    ]
+    assert [row[:3] for row in rows] == [["char", "1", "35.000"], ["char", "2", "70.000"]], r.stdout
+    said = " ".join(r.stdout.split())
+    assert "char-20261201-082113-98993a51" in said or ", run;" in said, r.stdout  # shown, or said left out

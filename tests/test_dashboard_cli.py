@@ -119,7 +119,7 @@ def test_user_errors_are_one_line(db: str, tmp_path: Path, args: list[str], code
 def test_a_page_under_a_file_is_one_line_naming_the_file(db: str, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     result = runner.invoke(app, ["dashboard", "--db", db, "--out", str(tmp_path / "file" / "d.html")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         f"error: cannot write {tmp_path / 'file' / 'd.html'}: {tmp_path / 'file'} is a file, not a folder; "
         "pass --out to a writable path"

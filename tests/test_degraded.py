@@ -207,3 +207,17 @@ def test_a_program_run_is_not_called_a_run_on_some_device(tmp_db: str) -> None:
         "Evidence": "device not recorded",
         "What to do": "",
     }
+
+
+def test_a_capture_without_nvtx_says_so_once() -> None:
+    """A run captured without NVTX (`--nsys-arg=--trace=osrt`): its health check NVTX vs timers fails and the
+    run is degraded, which the health line says; reading the NVTX tables adds no error of its own."""
+    from harness.profilers.capture import examine_run
+
+    export = need(SHARED_NSYS / "ext" / "beast1" / "report.sqlite")  # a GPU capture without NVTX
+    seen = examine_run(export, _h100_result("medium-osrt"), None, "light", "2022.4", [])
+    assert seen.error is None and seen.nvtx is None, seen.error
+    assert seen.advice is not None and degraded_reason(seen.advice) is not None
+    checks = {c["name"]: c for c in seen.advice["health"]["checks"]}
+    assert checks["NVTX vs timers"]["status"] == "fail"
+    assert "no NVTX data" not in " ".join(seen.notes)

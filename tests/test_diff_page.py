@@ -128,5 +128,8 @@ def test_unwritable_page_is_one_line(tmp_path: Path, cpu_export: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(CPU_TRAIN), "--html", str(blocker / "x.html")])
-    assert r.exit_code == 1
-    assert r.stderr.strip().splitlines()[-1].startswith(f"error: cannot write {blocker / 'x.html'}: ")
+    assert r.exit_code == 2 and r.stdout == ""  # refused before any table is printed
+    assert r.stderr.strip().splitlines() == [
+        f"error: cannot write {blocker / 'x.html'}: {blocker} is a file, not a folder; pass --html to a "
+        "writable path"
+    ]

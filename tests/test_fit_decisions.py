@@ -83,6 +83,36 @@ def test_overhead_of_run_nsys_keeps_its_verdict() -> None:
     assert "nsys light StdDev (ms)" in fitted.dropped
 
 
+def _two_modes() -> pd.DataFrame:
+    """`harness overhead --nsys-mode light,full`'s table: a baseline and two profiled kinds."""
+    rng = np.random.default_rng(3)
+    rows = [
+        (label, repeat, step, phase, int(ns * scale * (1 + 0.01 * rng.standard_normal())))
+        for label, scale in (("no nsys", 1.0), ("nsys light", 1.04), ("nsys full", 1.08))
+        for repeat in (0, 1, 2)
+        for step in range(10)
+        for phase, ns in (("forward", 10e6), ("backward", 20e6), ("optimizer", 5e6))
+    ]
+    steps = pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
+    return overhead_table(steps, ("forward", "backward", "optimizer"))
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_overhead_keeps_the_baseline_beside_each_profiled_time(width: int) -> None:
+    """The baseline's time, each profiled kind's time and its overhead are what a reader compares: kept
+    at any width, the verdict sentences (the same figures in words) and the spreads left out first."""
+    needed = ["Phase", "no nsys Avg (ms)", "nsys light Avg (ms)", "nsys light overhead (%)",
+              "nsys full Avg (ms)", "nsys full overhead (%)"]  # fmt: skip
+    fitted = rich_table(_two_modes(), width)
+    shown = [str(c.header) for c in fitted.table.columns]
+    assert [h for h in shown if h in needed] == needed, (width, shown)
+    assert fitted.dropped and set(fitted.dropped).isdisjoint(needed)
+    one = rich_table(_noisy_overhead(), width)
+    assert {"no nsys Avg (ms)", "nsys light Avg (ms)", "nsys light overhead (%)"} <= {
+        str(c.header) for c in one.table.columns
+    }, width
+
+
 def test_overhead_verdicts_read_whole_at_80_columns() -> None:
     """An inconclusive verdict is a sentence: at 80 columns it wraps within its column, never cut in the
     middle ("inconclus…(±71.7%) is l… effect", as `run --nsys` printed on a noisy machine)."""
@@ -409,3 +439,58 @@ def test_baseline_list_wide_shows_every_column(tmp_db: str) -> None:
     assert left_out(cli("baseline", "list")) == [["tagged_at"]]
     wide = cli("baseline", "list", "--wide")
     assert "tagged_at" in wide and left_out(wide) == []
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_findings_sentences_wrap_never_cut(width: int) -> None:
+    """A finding's Where, Fix and Evidence are sentences: on any terminal a shown one reads whole, wrapped in
+    its column, never cut in the middle (`the host launches too l…se operators`)."""
+    from conftest import H100_DIR, need
+
+    export = need(H100_DIR / "report.sqlite")
+    env = {"COLUMNS": str(width), "LINES": "200"}
+    found = json.loads(runner.invoke(app, ["advise", str(export), "--format", "json"], env=env).stdout)
+    found = found["findings"]
+    text = runner.invoke(app, ["advise", str(export)], env=env).stdout
+    table = text[: text.index("└")]
+    header = [c.strip() for c in next(ln for ln in table.splitlines() if "Rule" in ln).strip("┃").split("┃")]
+    rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in table.splitlines() if ln.startswith("│")]
+    for name in ("Where", "Fix", "Evidence"):
+        if name not in header:
+            continue
+        column = "".join("".join(r[header.index(name)].split()) for r in rows)  # compared without spaces
+        assert column == "".join("".join(f[name].split()) for f in found), (width, name, column)
+    assert "Where" in header and "…" not in table, table
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_health_keeps_each_checks_evidence(width: int) -> None:
+    """A check's evidence is why it has its status (h100-medium warns about its `[Unknown]` kernels): shown
+    on any terminal, wrapped in a narrower column, never left out for the status alone."""
+    from conftest import H100_DIR, need
+    from rich.cells import cell_len
+
+    export = need(H100_DIR / "report.sqlite")
+    out = runner.invoke(app, ["health", str(export)], env={"COLUMNS": str(width), "LINES": "200"}).stdout
+    header = next(line for line in out.splitlines() if "Check" in line)
+    assert "Evidence" in header, out
+    assert "columns left out" not in out
+    row = out[out.index("│ kernel names") :].split("│ times")[0]
+    cells = [line.strip("│").split("│")[2] for line in row.splitlines() if line.startswith("│")]
+    assert "".join("".join(c.split()) for c in cells).startswith("14,011of30,528kernelsnamed"), cells
+    assert max(cell_len(line) for line in out.splitlines() if line[:1] in "┏│└") <= width
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_show_keeps_each_fields_value(tmp_db: str, width: int) -> None:
+    """`show`'s run table is fields and their values: a table of two columns keeps both on any terminal (the
+    fields alone say nothing), its values wrapped."""
+    run = make_run("base-1", noise=0.01, seed=1)
+    run.device_name = "Intel(R) Xeon(R) Platinum 8480+ with a long marketing name"  # a long value
+    save_run(ResultsStore(tmp_db), run)
+    out = runner.invoke(app, ["show", "base-1"], env={"COLUMNS": str(width), "LINES": "200"}).stdout
+    run_table = out[: out.index("└")]
+    assert "value" in run_table.splitlines()[2], run_table
+    status = next(line for line in run_table.splitlines() if line.startswith("│ status "))
+    assert [c.strip() for c in status.strip("│").split("│")] == ["status", "ok"]
+    assert "1 of 2 columns left out" not in out

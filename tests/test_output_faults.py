@@ -370,3 +370,47 @@ def test_a_socket_as_the_output_is_one_line(export: Path, tmp_path: Path) -> Non
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith(f"error: cannot write {path}")
     assert path.is_socket()
+
+
+# --- the folders an output goes in ----------------------------------------------------------------------
+
+WRITERS: dict[str, Callable[[Path, Path], list[str]]] = {
+    **COMMANDS,
+    "diff -f csv -o": lambda src, out: ["diff", str(src), str(src), "-f", "csv", "-o", str(out)],
+    "ranks --html": lambda src, out: ["ranks", str(src), "--html", str(out)],
+    "roofline --html": lambda src, out: ["roofline", "--model", "char", "--gpu", "H100", "--html", str(out)],
+}
+
+
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_every_output_gets_its_missing_folders(export: Path, tmp_path: Path, command: str) -> None:
+    """One rule for every option that names a file or folder to write: missing folders are created."""
+    target = tmp_path / "new" / "deeper" / "out"
+    result = runner.invoke(app, WRITERS[command](export, target))
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert target.is_dir() if command == "diff -f csv -o" else target.is_file()
+
+
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_a_file_in_the_way_of_an_output_folder_is_one_line(
+    export: Path, tmp_path: Path, command: str
+) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine\n")
+    target = blocker / "deeper" / "out"
+    said = one_error(
+        runner.invoke(app, WRITERS[command](export, target)), f"{blocker} is a file, not a folder"
+    )
+    assert said.startswith(f"error: cannot write {target}")
+    assert blocker.read_text() == "mine\n"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may create folders anywhere")
+def test_an_output_folder_without_permission_is_one_line(export: Path, tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    try:
+        result = runner.invoke(app, COMMANDS["timeline"](export, locked / "new" / "t.json"))
+        one_error(result, f"no permission to create folder {locked / 'new'}")
+    finally:
+        locked.chmod(0o755)

@@ -124,3 +124,16 @@ def test_folders_named_like_our_packages_in_the_working_folder_are_not_imported(
     result = runner.invoke(app, [*args, *small], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert ResultsStore(tmp_db, readonly=True).runs()["status"].tolist() == ["ok"]
+
+
+def test_a_run_captured_without_nvtx_says_so_once(in_tmp: Path) -> None:
+    """`--nsys-arg=--trace=osrt`: no NVTX in the export. The run is stored degraded and the health line and
+    the degraded warning say why; no `error: no NVTX data …` line repeats it."""
+    args = ["run", "char", "--device", "cpu", "--nsys", "--no-nsys-baseline", "--steps", "2", "--warmup", "1",
+            "--nsys-arg=--trace=osrt"]  # fmt: skip
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    said = [line for line in result.stderr.splitlines() if not line.startswith("progress:")]
+    assert any("stored as degraded" in line and "NVTX vs timers" in line for line in said), said
+    assert not any(line.startswith("error:") for line in said), said
+    assert "no NVTX data" not in result.output

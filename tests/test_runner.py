@@ -216,6 +216,32 @@ def test_a_generate_worker_killed_outright_keeps_the_serving_figures_of_its_step
         assert "decode" not in serving  # the decode path: only the worker knew it
 
 
+def test_a_one_token_generate_worker_killed_outright_reads_as_one_that_finished(tmp_path) -> None:
+    """--new-tokens 1 decodes nothing, whether the point finished or was killed: its serving table says
+    the decode path as a finished run's does (`none (one new token: …)`), never `—` for one and the words
+    for the other; its TPOT and decode tokens/s are missing alike (`—`)."""
+    import json
+    from dataclasses import asdict
+
+    from harness.core.records import StepRecord
+    from harness.execution.worker import read_worker_result, steps_path
+    from harness.experiments.run_tables import serving_rows
+    from workloads.names import NO_DECODE
+
+    config = RunConfig(model="tiny", mode="generate", batch_size=2, new_tokens=1, warmup=1, steps=5)
+    res = tmp_path / "result.json"
+    steps = [StepRecord(0, True, {"prefill": 900}), StepRecord(1, False, {"prefill": 100}),
+             StepRecord(2, False, {"prefill": 300})]  # fmt: skip
+    steps_path(res).write_text("".join(json.dumps(asdict(s)) + "\n" for s in steps))
+    result = read_worker_result(config, "tiny-1", res, -9, "")
+    assert result.status == "error"
+    serving = result.extra["serving"]
+    assert serving["decode"] == NO_DECODE
+    rows = dict(zip(*serving_rows(serving).to_dict("list").values(), strict=True))
+    assert rows["decode"] == NO_DECODE
+    assert rows["TPOT mean (ns)"] is None and rows["decode tokens/s"] is None
+
+
 def test_a_train_worker_killed_outright_keeps_its_tokens_per_s(tmp_path) -> None:
     """A train sweep point killed by SIGKILL keeps its tokens/s (batch × context over the mean measured step),
     as one interrupted inside its worker does; the model's own context where --context-length is not given."""

@@ -19,6 +19,7 @@ from analysis.trace.trace import Trace
 from workloads.names import DATA, MEASURED
 
 COLUMNS = ["Rule", "Time at stake (ns)", "Where", "Evidence", "Fix"]
+WRAPPED = ["Where", "Evidence", "Fix"]  # a finding's sentences
 DATA_COLUMN = "Data"  # the evidence as data: csv and json only
 # what shows a data loader at work: torch.profiler's range around each next(iter(loader)), a `data` range
 # (the harness's planted loaders and programs: workloads.names.DATA), DataLoader's worker and pinning threads

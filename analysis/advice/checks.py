@@ -57,6 +57,8 @@ def checks_table(checks: list[Check]) -> pd.DataFrame:
     """Check, Status, Evidence, What to do: sentences, wrapped on a terminal rather than cut."""
     out = pd.DataFrame([(c.name, c.status, c.evidence, c.fix) for c in checks], columns=COLUMNS)
     out.attrs["wrap"] = ["Evidence", "What to do"]
+    # a check's evidence is why it has its status: kept on any terminal, wrapped as narrow as it must be
+    out.attrs["deciding"] = ["Check", "Status", "Evidence"]
     out.attrs["priority"] = COLUMNS
     return out
 

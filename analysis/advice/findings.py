@@ -29,6 +29,7 @@ from analysis.advice import copy_rules, gpu_rules, host_rules, op_rules
 from analysis.advice.base import (
     COLUMNS,
     DATA_COLUMN,
+    WRAPPED,
     Finding,
     OptimizerRoof,
     RunRecord,
@@ -144,6 +145,7 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
         columns=[*COLUMNS, DATA_COLUMN],
     ).astype({"Time at stake (ns)": np.int64})
     out.attrs["priority"] = ["Rule", "Time at stake (ns)", "Where", "Fix", "Evidence", DATA_COLUMN]
+    out.attrs["wrap"] = WRAPPED  # sentences: wrapped on a terminal, never cut in the middle
     return out
 
 

@@ -35,7 +35,16 @@ from analysis.advice.checks import (
     failed_said,
     why_untrusted,
 )
-from analysis.advice.findings import COLUMNS, DATA_COLUMN, NO_CUDA, NO_STEPS, Advice, Finding, as_record
+from analysis.advice.findings import (
+    COLUMNS,
+    DATA_COLUMN,
+    NO_CUDA,
+    NO_STEPS,
+    WRAPPED,
+    Advice,
+    Finding,
+    as_record,
+)
 from analysis.advice.where import ms
 from analysis.trace.digests import content_digest
 
@@ -210,4 +219,5 @@ def findings_frame(record: dict[str, Any]) -> pd.DataFrame:
     ]
     out = pd.DataFrame(rows, columns=[*COLUMNS, DATA_COLUMN]).astype({"Time at stake (ns)": "int64"})
     out.attrs["priority"] = ["Rule", "Time at stake (ns)", "Where", "Fix", "Evidence", DATA_COLUMN]
+    out.attrs["wrap"] = WRAPPED  # sentences: wrapped on a terminal, never cut in the middle
     return out

@@ -49,7 +49,8 @@ OVERHEAD_FAIL_PCT = 20.0  # nsys-ai's doctor fails here
 AGREEMENT_WARN_PCT = 2.0
 AGREEMENT_FAIL_PCT = 10.0
 AGREEMENT_FLOOR_NS = 50_000  # a smaller difference a step is the ranges' and timers' own cost
-RUN_CHECKS = ("profiler overhead", "NVTX vs timers", "ranks", "machine load", "device", "program end")
+UNTIMED = "NVTX vs timers"  # the check that says which timed steps the capture holds no NVTX range of
+RUN_CHECKS = ("profiler overhead", UNTIMED, "ranks", "machine load", "device", "program end")
 GPU_DEVICES = ("cuda",)
 
 
@@ -165,7 +166,7 @@ def _agreement(
     stopped: str | None = None,
     busy: list[str] | None = None,
 ) -> Check:
-    name = "NVTX vs timers"
+    name = UNTIMED
     missing = _untimed(table, timed, export, stopped)
     if missing is not None:
         return missing
@@ -224,7 +225,7 @@ def _untimed(
     whole one are where the profiler stopped recording before the run did: said (a warning), not as lost."""
     if not timed:
         return None
-    name = "NVTX vs timers"
+    name = UNTIMED
     fix = (
         "NVTX ranges were lost (or not traced): the NVTX tables and the agreement leave these steps out. "
         "Capture again with NVTX traced and a profiler that supports the program's CUDA (`harness doctor`), "

@@ -302,12 +302,17 @@ def _table(
                 row[f"{label} verdict"] = overhead_verdict(c, label)
         rows.append(row)
     out = pd.DataFrame(rows)
-    measured = [c for c in out.columns if c.endswith((" verdict", " overhead (%)"))]
-    treated = [f"{label} Avg (ns)" for label in labels if label != baseline]
-    out.attrs["deciding"] = ["Phase", *measured, *treated]
+    # what a reader needs on any terminal: both sides' times and the overhead; of one profiled kind (`run
+    # --nsys`) its verdict too, of several (`--nsys-mode light,full`) the verdicts next (their whole-step
+    # verdicts are said below the table), then the spreads and bounds
+    means = [f"{label} Avg (ns)" for label in labels]
+    overheads = [c for c in out.columns if c.endswith(" overhead (%)")]
+    verdicts = [c for c in out.columns if c.endswith(" verdict")]
+    one = len(verdicts) == 1
+    out.attrs["deciding"] = ["Phase", *means, *overheads, *(verdicts if one else [])]
     # an empty overhead column is the finding that no phase showed one: kept, as its verdicts say why
-    out.attrs["kept_empty"] = [c for c in out.columns if c.endswith(" overhead (%)")]
-    out.attrs["priority"] = [f"{baseline} Avg (ns)"]
+    out.attrs["kept_empty"] = overheads
+    out.attrs["priority"] = [] if one else verdicts
     out.attrs["wrap"] = [c for c in out.columns if c.endswith(" verdict")]  # sentences: wrapped, never cut
     return out
 

@@ -169,4 +169,4 @@ def write_page(out: Path, text: str) -> None:
     """Write the page as analysis.outputs writes a file: to a temporary file beside `out`, then renamed
     into place (a full disk or a killed command leaves the old page whole, never a truncated one); `-`, a
     device or a pipe as a stream."""
-    write_text(out, text, make_folder=True)
+    write_text(out, text)

@@ -28,13 +28,14 @@ from typing import Any
 import pandas as pd
 
 from analysis.advice.base import Stop
-from analysis.advice.checks import Check, Health, why_untrusted
+from analysis.advice.checks import OK, Check, Health, why_untrusted
 from analysis.advice.coverage import export_facts
 from analysis.advice.findings import NEEDS_RECORD, RunRecord, Thresholds, advice
 from analysis.advice.health import NOT_KNOWN, capture_health
 from analysis.advice.record import advice_record, checks_of, degraded_reason, export_stamp
 from analysis.advice.run_checks import (
     RUN_CHECKS,
+    UNTIMED,
     ExportFacts,
     Overhead,
     RunFacts,
@@ -159,9 +160,12 @@ def examine(export: Path | None, measured: Measured) -> RunExamination:
         )
     if export is None:
         return seen
+    unranged = None
     with open_trace(export) as trace:  # the one reading of the export (it fills the cache too)
         try:
             _timed_tables(seen, trace, measured)
+        except NoRanges as e:
+            unranged = str(e)
         except AnalysisError as e:
             seen.error = str(e)
         else:
@@ -169,7 +173,14 @@ def examine(export: Path | None, measured: Measured) -> RunExamination:
         facts = run_facts(measured, seen.agreement, overhead=figure) if measured.timers is not None else None
         how = {"stop": measured.stop, "capture_range": measured.capture_range}
         _judge(seen, partial(capture_advice, trace, facts, measured.record, **how))
+    checks = checks_of(seen.advice) if seen.advice is not None else []
+    if unranged is not None and not any(c.name == UNTIMED and c.status != OK for c in checks):
+        seen.error = unranged  # else the health check that failed for it says it, once
     return seen
+
+
+class NoRanges(AnalysisError):
+    """The export holds no NVTX data (NVTX not traced): the run's timed steps have no ranges."""
 
 
 def examine_trace(path: Path, measured: Measured, operators: Operators) -> RunExamination:
@@ -236,8 +247,11 @@ def _timed_tables(seen: RunExamination, trace: Trace, m: Measured) -> None:
     timed: the export read is that rank's), the top kernels."""
     assert m.timers is not None
     timers = m.timers[m.timers["rank"] == m.timers["rank"].min()] if len(m.timers) else m.timers
-    ranges = nvtx_ranges(trace, names=[STEP, *m.phases])
-    if not ranges["name"].isin(m.phases).any():
+    try:
+        ranges = nvtx_ranges(trace, names=[STEP, *m.phases])
+    except ExportError as e:  # NVTX not traced: no NVTX data in the export
+        raise NoRanges(str(e)) from None
+    if not ranges["name"].isin(m.phases).any():  # said with its known causes, which no check names
         raise AnalysisError(
             f"the export {trace.path} holds none of the harness's NVTX ranges ({', '.join(m.phases)}). "
             + m.why_no_ranges

@@ -211,7 +211,9 @@ def _fitted(table, wide: bool):
     folded = table["Evidence"].astype(str) + [f". What to do: {f}" if f else "" for f in fixes]
     out = table.drop(columns=["What to do"]).assign(Evidence=folded)
     out = out.rename(columns={"Evidence": "Evidence, what to do"})
-    out.attrs.update(table.attrs, wrap=["Evidence, what to do"], priority=list(out.columns))
+    out.attrs.update(
+        table.attrs, wrap=["Evidence, what to do"], priority=list(out.columns), deciding=list(out.columns)
+    )
     return out
 
 

@@ -23,9 +23,10 @@ from analysis.errors import DECIMAL as DECIMAL
 from analysis.errors import WHOLE as WHOLE
 from analysis.errors import AnalysisError
 from analysis.errors import comma_list as comma_list
-from analysis.outputs import OutputRefused, refuse_folder_name, refuse_streams_over
+from analysis.outputs import OutputRefused, refuse_folder_name, refuse_streams_over, refuse_unmakeable
 from analysis.outputs import is_stdout as is_stdout
 from analysis.outputs import is_stream as is_stream
+from analysis.outputs import make_folders as make_folders
 from analysis.outputs import refuse_inputs as refuse_inputs
 from analysis.outputs import shown as shown
 from analysis.outputs import write_text as write_text
@@ -280,16 +281,32 @@ DbOpt = Annotated[
 
 def output_file(option: str) -> Callable[[str | Path], Path]:
     """The parser of `option`, naming a file to write: a name ending in a slash names a folder and is
-    refused while the slash is still there (a Path drops it, and the file took the folder's name)."""
+    refused while the slash is still there (a Path drops it, and the file took the folder's name); a file
+    whose missing folders could not be created is refused before any work."""
 
     def parse(given: str | Path) -> Path:
         try:
             refuse_folder_name(given, option)
         except OutputRefused as e:
             raise OptionRefused(str(e)) from None
-        return Path(given)
+        return _makeable(given, option)
 
     return parse
+
+
+def output_folder(option: str) -> Callable[[str | Path], Path]:
+    """The parser of `option`, naming a folder to write files in: one that could not be created is refused
+    before any work."""
+    return lambda given: _makeable(given, option, folder=True)
+
+
+def _makeable(given: str | Path, option: str, folder: bool = False) -> Path:
+    """`given` as a Path, or OptionRefused when the folders it needs could not be created."""
+    try:
+        refuse_unmakeable(given, folder=folder)
+    except OutputRefused as e:
+        raise OptionRefused(f"{e}; pass {option} to a writable path") from None
+    return Path(given)
 
 
 def file_option(name: str, *aliases: str, help: str, show_default: bool = True) -> Any:

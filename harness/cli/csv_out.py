@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from harness.cli.common import note, refuse_inputs, warn, write_text
+from harness.cli.common import make_folders, note, refuse_inputs, warn, write_text
 from harness.cli.terminal.output import Format, emit
 from harness.core.errors import HarnessError, os_reason
 
@@ -50,8 +50,8 @@ def write_folder(
     paths = [folder / f"{i:02d}-{slug(title)}.csv" for i, (title, _) in enumerate(tables, 1)]
     for path in paths:
         refuse_inputs(path, inputs, "--out")
+    make_folders(folder)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         for path, (_, df) in zip(paths, tables, strict=True):
             text = io.StringIO()
             emit(df, Format.csv, file=text)

@@ -25,6 +25,7 @@ from harness.cli.common import (
     is_stdout,
     note,
     on_command_line,
+    output_folder,
     refuse_inputs,
     refuse_page_on_stdout,
     run_reference,
@@ -139,11 +140,11 @@ def diff_cmd(
             metavar="<dir>",
             help="With --format csv: one CSV file per table in this folder (NN-title.csv) instead of one "
             "tidy CSV on stdout.",
-            readable=False,
+            parser=output_folder("--out"),
         ),
     ] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", hidden=True, metavar="<dir>", readable=False)
+        Path | None, typer.Option("--output", hidden=True, metavar="<dir>", parser=output_folder("--output"))
     ] = None,  # as timeline's old name
     db: DbOpt = None,
     wide: WideOpt = False,

@@ -33,12 +33,19 @@ if TYPE_CHECKING:
     from harness.store.results import UnsavedRun
 
 
+def on_device(results: Iterable[RunResult]) -> str:
+    """` (DEVICE NAME)` for a title: of the first run that says it (a run whose worker was killed before
+    it started the model has none), else nothing (never an empty `()`)."""
+    name = next((r.device_name for r in results if r.device_name), "")
+    return f" ({name})" if name else ""
+
+
 @singledispatch
 def render(outcome: Outcome, fmt: str, wide: bool = False) -> None:
     """A profiler's outcome no renderer is registered for: its run's table, its files, how it ended."""
     result = getattr(outcome, "result", None)
     if result is not None and result.steps:
-        emit_many([(f"run {result.run_id} ({result.device_name})", results_table([result]))], fmt, wide=wide)
+        emit_many([(f"run {result.run_id}{on_device([result])}", results_table([result]))], fmt, wide=wide)
     for kind, path in (getattr(outcome, "artifacts", None) or {}).items():
         note(f"{kind}: {path}")
     say_ending(outcome)
@@ -54,7 +61,7 @@ def render_plain(p: PlainRun, format: str, wide: bool = False) -> None:
     if result.status == "oom":
         warn(f"out of memory: {result.error}")
     tables = [
-        (f"run {result.run_id} ({result.device_name})", results_table([result])),
+        (f"run {result.run_id}{on_device([result])}", results_table([result])),
         ("throughput", throughput_table(result)),
     ]
     energy, power_notes = _power(result.extra, Format(format))
@@ -95,7 +102,8 @@ def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
         warn(f"out of memory: {result.error}")
     ranks = local_ranks(config)
     which = "all ranks" if config.nnodes == 1 else f"ranks {ranks[0]}-{ranks[-1]} of {config.world_size}"
-    tables = [(f"run {result.run_id} ({result.device_name}, {which})", results_table([result]))]
+    on = ", ".join(filter(None, [result.device_name, which]))
+    tables = [(f"run {result.run_id} ({on})", results_table([result]))]
     per_rank, notes = rank_tables(result_frame(result))
     tables += per_rank
     if result.status == "ok":
@@ -223,7 +231,7 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
 
     tables: list[tuple[str, pd.DataFrame]] = []
     if p.result is not None and p.result.steps:
-        title = f"run {p.run_id} under torch.profiler ({p.result.device_name})"
+        title = f"run {p.run_id} under torch.profiler{on_device([p.result])}"
         tables.append((title, results_table([p.result])))
     if p.ranges is not None:
         tables.append(("record_function ranges (measured steps)", p.ranges))

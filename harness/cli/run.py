@@ -153,7 +153,7 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
 
         done = drift.repeat_runs(config, repeats, store, progress=bar.stage, save=save)
     results = done.results
-    device = results[0].device_name if results else ""
+    device = render.on_device(results)
     notes = [f"machine: {describe(done.load)}"] if done.load else []
     if busy := busy_note(done.load, "the repeats"):  # as overhead warns: the drift is judged by later
         warn(f"{busy}, and so is the drift between runs measured from them")
@@ -163,7 +163,7 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
     power, power_lines = render.power_notes(_power_notes(results), format)  # the same source for each run
     emit_many(
         [
-            (f"{done.experiment}: {counted(len(results), 'run')} ({device})", table),
+            (f"{done.experiment}: {counted(len(results), 'run')}{device}", table),
             ("drift between runs (one run's standard deviation of its mean)",
              drift.drift_table(done.drift, config_phases(config))),
             *power,
@@ -313,7 +313,7 @@ def sweep_cmd(
         if r.status not in ("ok", "interrupted"):
             first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
             warn(f"{point(r.config)} (run {r.run_id}) ended {r.status}: {first_line}")
-    title = f"{experiment} ({results[0].device_name if results else ''})"
+    title = f"{experiment}{render.on_device(results)}"
     table = run_tables.results_table(results, serving=True, ids=True)
     power, power_lines = render.power_notes(_power_notes(results), format)  # each line once for the sweep
     if power:  # csv and json: the points' table and the notes' (as `run --power` gives them)

@@ -133,7 +133,9 @@ def latency_stats(values: list[int]) -> dict[str, float | None] | None:
 
 def serving_figures(result: RunResult, figures: dict[str, Any]) -> dict[str, Any] | None:
     """TTFT, TPOT, output tokens/s, decode tokens/s and concurrent sequences of the measured steps, with
-    the body's `figures` (decode path, KV cache bytes); None without a measured step."""
+    the body's `figures` (decode path, KV cache bytes); None without a measured step. The decode path of
+    --new-tokens 1 is known without the body (NO_DECODE): a run whose worker died says it as one that
+    finished does."""
     config = result.config
     b, n = config.batch_size, config.new_tokens
     # a whole step: its prefill, and its decode unless there was nothing to decode (--new-tokens 1)
@@ -152,5 +154,6 @@ def serving_figures(result: RunResult, figures: dict[str, Any]) -> dict[str, Any
         "tpot_ns": tpot,
         "output_tokens_per_s": b * n * len(measured) / (total_ns / 1e9) if total_ns else None,
         "decode_tokens_per_s": b / (tpot["mean_ns"] / 1e9) if tpot and tpot["mean_ns"] else None,
+        **({"decode": NO_DECODE} if n == 1 else {}),
         **figures,
     }

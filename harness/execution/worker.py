@@ -178,7 +178,8 @@ def with_kept_figures(result: RunResult) -> RunResult:
     """A run whose worker died before it wrote its result (killed, crashed) keeps the figures its logged
     steps give, as a run interrupted inside its worker does: its tokens/s, and generate's serving figures
     (TTFT, TPOT, tokens/s), of the measured steps kept, and the model it was to build (its shape and
-    parameters, from its spec); the decode path and KV cache, which only the worker knew, are left out."""
+    parameters, from its spec); the KV cache and the decode path of more than one new token, which only the
+    worker knew, are left out."""
     config = result.config
     if result.model is None:
         result.model = planned_model(config)

@@ -408,7 +408,7 @@ def write_page(report: RooflineReport, out: Path) -> None:
     """The log-log roofline of `report`, a page of its own, its folder made if missing (OSError as raised)."""
     against = f" · against {report.used.label}" if report.used else ""
     figure = roofline_view.roofline_figure(report.table, report.used, report.title + against)
-    write_text(out, figure.to_html(include_plotlyjs=True), make_folder=True)
+    write_text(out, figure.to_html(include_plotlyjs=True))
 
 
 def optimizer_roof(store: ResultsStore, run_id: str) -> OptimizerRoof | None:

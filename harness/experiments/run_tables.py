@@ -99,11 +99,13 @@ def results_table(results: list[RunResult], serving: bool = False, ids: bool = F
     if not df.empty and (df["compile"] == False).all():  # noqa: E712 - pandas elementwise
         alike.append("compile")
     df.attrs["terminal_drops"] = alike
-    # on a narrow terminal: the phase means and throughput first, the model's shape last
+    # on a narrow terminal: the phase means and throughput first, the model's shape last; the step's mean
+    # before the run ids (a table of ids without one figure of them tells nothing apart)
     means = [c for c in df.columns if c.endswith("mean (ns)") and c not in SERVING_MEANS]
     served = [c for c in SERVING_MEANS if c in df.columns]
     df.attrs["priority"] = [
-        "size", "run", "batch", "context", *means, "tokens/s", *served, "status", "precision", "compile"
+        "size", *means[:1], "run", "batch", "context", *means, "tokens/s", *served, "status", "precision",
+        "compile",
     ]  # fmt: skip
     df.attrs["whole"] = ["run"]  # the id a user copies into `show` and `diff`: never shortened
     df.attrs["settings"] = ["precision", "compile", "batch", "context"]  # shown first where they differ

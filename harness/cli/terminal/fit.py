@@ -3,7 +3,8 @@ visible escapes), names shortened in the middle, and the least important columns
 empty in every row, then by `rank`, or by a table's own `priority` (its `settings` that differ between rows
 first, those alike last). A table's `deciding` columns (the verdict, the B side of a comparison, the
 measured value) are never left out, nor a `status` column where a row is not ok (an OOM or interrupted
-row's empty figures would read as numbers missing for no reason)."""
+row's empty figures would read as numbers missing for no reason), nor either column of a table of two (a
+field and its value)."""
 
 from __future__ import annotations
 
@@ -460,6 +461,8 @@ def rich_table(df: pd.DataFrame, width: int | None = None) -> Fitted:
     else:
         empty = {i for i, c in enumerate(columns) if c.cells and all(t == _OUTPUT["empty"] for t in c.cells)}
         order, keep = _order(df, empty)
+        if len(order) == 2:  # a label alone says nothing: `show`'s fields without their values
+            keep = 2
         together = intervals([str(c) for c in df.columns])
         shown, widths = fit(columns, order, width, keep, together)
         cells, notes = _cells(columns, shown, widths)
