@@ -2,18 +2,16 @@
 
 The profilers launch and record; this module reads what they recorded, each capture opened once, into the
 run's record (`RunExamination`): `examine` a run the harness timed (`run --nsys`: the NVTX table of the
-measured steps, the agreement with the timers, the top kernels, the overhead against the baseline, the
-blocks of --nvtx-detail), `examine_trace` a torch.profiler trace (its ranges, operator tables and blocks),
-`examine_program` the export of a program the harness timed nothing in (`profile -- CMD`: its summary
-tables), `examine_capture` a capture judged alone (`optimize`'s exports). All but the trace are
-judged the same way: the capture's health and findings, and why a capture that fails them makes the run
-`degraded`.
+measured steps, the agreement with the timers, the top kernels, the overhead against the baseline, the blocks
+of --nvtx-detail), `examine_trace` a torch.profiler trace (its ranges, operator tables and blocks),
+`examine_program` the export of a program the harness timed nothing in (`profile -- CMD`: its summary tables),
+`examine_capture` a capture judged alone (`optimize`'s exports). All but the trace are judged the same way:
+the capture's health and findings, and why a capture that fails them makes the run `degraded`.
 
 What the harness knows of the run comes in as plain data (`Measured`): its timers as a frame, the baseline
-runs', the phases, the block names, the stats format, why the machine was busy, the device. `run_facts`
-makes what a run says about itself (analysis.advice.run_checks.RunFacts) from that data, for a run just
-measured and for a stored one alike; `judge_stored` gives a stored run's health and findings (`advise RUN`,
-`health RUN`).
+runs', the phases, the block names, the stats format, why the machine was busy, the device. `run_facts` makes
+what a run says about itself (analysis.advice.run_checks.RunFacts) from that data, for a run just measured and
+for a stored one alike; `judge_stored` gives a stored run's health and findings (`advise RUN`, `health RUN`).
 """
 
 from __future__ import annotations
@@ -59,8 +57,7 @@ from analysis.trace.trace import Trace
 from analysis.views.blocks import block_records
 from workloads.names import STEP
 
-# a run's timers as the harness hands them (the results store's step_timings, less run_id)
-TIMER_COLUMNS = ["step", "phase", "duration_ns", "warmup", "rank"]
+TIMER_COLUMNS = ["step", "phase", "duration_ns", "warmup", "rank"]  # a run's timers: step_timings less run_id
 # the run's own checks that read its export (what was stored of them stands when the export is gone)
 EXPORT_RUN_CHECKS = ("NVTX vs timers", "device")
 
@@ -173,14 +170,13 @@ def examine(export: Path | None, measured: Measured) -> RunExamination:
         facts = run_facts(measured, seen.agreement, overhead=figure) if measured.timers is not None else None
         how = {"stop": measured.stop, "capture_range": measured.capture_range}
         _judge(seen, partial(capture_advice, trace, facts, measured.record, **how))
-    checks = checks_of(seen.advice) if seen.advice is not None else []
-    if unranged is not None and not any(c.name == UNTIMED and c.status != OK for c in checks):
-        seen.error = unranged  # else the health check that failed for it says it, once
+    said = checks_of(seen.advice or {})  # a check that failed for it says it, once
+    if unranged is not None and not any(c.name == UNTIMED and c.status != OK for c in said):
+        seen.error = unranged
     return seen
 
 
-class NoRanges(AnalysisError):
-    """The export holds no NVTX data (NVTX not traced): the run's timed steps have no ranges."""
+class NoRanges(AnalysisError): ...  # no NVTX data in the export (NVTX not traced): the steps have no ranges
 
 
 def examine_trace(path: Path, measured: Measured, operators: Operators) -> RunExamination:
