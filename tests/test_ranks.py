@@ -201,7 +201,7 @@ def test_a_page_that_cannot_be_written_is_one_line_naming_why(two_ranks: list[Pa
     blocker.write_text("in the way")
     out = blocker / "ranks.html"
     result = runner.invoke(app, ["ranks", str(two_ranks[0].parent), "--html", str(out), "--format", "csv"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # refused before any work, as a usage error
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: cannot write {out}: {blocker} is a file, not a folder; pass --html to a writable path"
     )
