@@ -189,22 +189,23 @@ def _activity(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return start[order], end[order], (end - start)[order]
 
 
-def capture_start(trace: Trace) -> int:
-    """The first thing the capture recorded (kernel, NVTX range or CUDA call): the origin of --start/--end."""
-    return capture_span(trace)[0]
-
-
 # every frame a timeline draws (analysis.views.chrome_trace), for the span its events cover
 TIMED_FRAMES = ("kernels", "nvtx", "runtime", "memcpy", "memset", "syncs", "osrt", "cpu_ops")
 
 
 def time_zero(trace: Trace) -> int:
-    """The zero of the times said to people: nsys's own (its session's start, so an export's times are
-    said as they are), a Kineto trace's first event (its times are Unix time)."""
+    """The zero of every time said to people (`health`, `timeline`, the dashboard) and of --start/--end:
+    nsys's own, its session's start, where Nsight Systems' timeline puts 0 (an export's times are said as
+    they are); a Kineto trace's first event (its times are Unix time)."""
     if trace.format == "nsys-sqlite":
         return 0
     frames = [f for f in TIMED_FRAMES if f != "osrt" and trace.has(f)]
     return min((int(trace.frame(f, ["start"])["start"].min()) for f in frames), default=0)
+
+
+def zero_words(trace: Trace) -> str:
+    """`time_zero` in words: what a time said to people counts from."""
+    return "the session's start" if trace.format == "nsys-sqlite" else "the trace's first event"
 
 
 def capture_span(trace: Trace, frames: tuple[str, ...] = ("kernels", "nvtx", "runtime")) -> tuple[int, int]:
@@ -221,9 +222,9 @@ def capture_span(trace: Trace, frames: tuple[str, ...] = ("kernels", "nvtx", "ru
 
 
 def span_words(trace: Trace) -> str:
-    """The span of every event a timeline draws, in seconds from the capture's start (the origin of
-    --start/--end; OS runtime calls may begin before it): `0..2.5 s`."""
-    origin = capture_start(trace)
+    """The span of every event a timeline draws, in seconds from `time_zero` (the origin of --start/--end):
+    `5.7..21 s`."""
+    origin = time_zero(trace)
     first, last = capture_span(trace, TIMED_FRAMES)
     return f"{(first - origin) / 1e9:g}..{(last - origin) / 1e9:g} s"
 
@@ -315,13 +316,13 @@ def window_of(
     end: float | None = None,
 ) -> tuple[int, int] | None:
     """The interval (ns) a timeline is cut to: a harness step (`step`, its number as `harness` shows it),
-    one phase of it, or `start`..`end` (seconds from the capture's start, as the dashboard's window);
-    None for the whole trace."""
+    one phase of it, or `start`..`end` (seconds from `time_zero`, as `health` says times); None for the
+    whole trace."""
     check_window(step, phase, start, end)
     if step is None:
         if start is None and end is None:
             return None
-        t0 = capture_start(trace)
+        t0 = time_zero(trace)
         lo = t0 + round(start * 1e9) if start is not None else -OPEN
         return lo, t0 + round(end * 1e9) if end is not None else OPEN
     trace.require("nvtx", "NVTX data (the harness's step ranges)")
