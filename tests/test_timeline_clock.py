@@ -1,5 +1,6 @@
 """`health` and `timeline` on one clock: a time said by one is found at the same second by the other,
-counted from the session's start as Nsight Systems' timeline counts."""
+counted from the session's start as Nsight Systems' timeline counts; and a step whose range was never
+closed is not drawn over the steps after it."""
 
 from __future__ import annotations
 
@@ -64,3 +65,40 @@ def test_health_and_timeline_place_a_step_at_the_same_second(h100_export: Path, 
     for command in ("health", "timeline"):
         code, helped = _said([command, "--help"])
         assert code == 0 and "from the session's start" in helped and "Nsight Systems' timeline" in helped
+
+
+def test_a_step_never_closed_is_drawn_up_to_the_next_step_or_refused(
+    h100_export: Path, tmp_path: Path
+) -> None:
+    """`timeline --step 6` of a capture whose step 6 range was never closed drew 13.2..14.9 s, steps 6 to
+    14 (24,300 kernels): it is drawn up to step 7's start (its own 2,700 kernels) and says so; the last
+    step, which no step follows, is refused in one line (exit 2), not drawn to the capture's end."""
+    ((_, start6, _),) = query_rows(h100_export, STEP_RANGE.format(step=6))
+    ((_, start7, _),) = query_rows(h100_export, STEP_RANGE.format(step=7))
+    damaged = _open_step(h100_export, tmp_path, 6)
+    out = tmp_path / "s6.json"
+    code, drawn = _said(["timeline", str(damaged), "--step", "6", "-o", str(out)])
+    assert code == 0, drawn
+    assert "(window 18.899701848..19.027762745 s from the session's start)" in drawn
+    assert (start6, start7) == (18_899_701_848, 19_027_762_745)
+    assert "2,700 kernel," in drawn
+    assert (
+        "step 6's range was never closed (its end was lost): drawn up to where the next step starts, "
+        "19.028 s from the session's start" in drawn
+    )
+    events = json.loads(out.read_text())["traceEvents"]
+    assert max(e["ts"] for e in events if e.get("cat") == "kernel") < start7 / 1000 + 10_000  # ms of GPU lag
+
+    code, drawn = _said(["timeline", str(damaged), "--step", "6", "--phase", "backward", "-o", str(out)])
+    assert code == 0 and "(window 18.945195932..19.011315953 s from the session's start)" in drawn, drawn
+
+    last = _open_step(h100_export, tmp_path, 14)
+    result = runner.invoke(app, ["timeline", str(last), "--step", "14", "-o", str(tmp_path / "s14.json")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert " ".join(result.output.split()) == (
+        "error: step 14's range was never closed (its end was lost) and no step starts after it: where it "
+        "ends is not known; --start 19.857835221 draws from its start (the session's start is 0 s)"
+    )
+    assert not (tmp_path / "s14.json").exists()
+    code, drawn = _said(["timeline", str(last), "--step", "13", "-o", str(out)])  # closed: as recorded
+    assert code == 0 and "never closed" not in drawn and "(window 19.720096531..19.857623824 s" in drawn
