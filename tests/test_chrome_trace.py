@@ -18,11 +18,12 @@ from typer.testing import CliRunner
 from analysis.trace.opening import open_trace
 from analysis.trace.trace import Trace
 from analysis.views.chrome_trace import HARNESS_PID, write_chrome_trace
-from analysis.views.timeline import capture_start
+from analysis.views.timeline import time_zero
 from harness.cli import app
 
 runner = CliRunner()
 EXPORTS = NSYS_EXPORTS
+SESSION = "s from the session's start"  # the zero of an export's times, as `health` and Nsight Systems say
 
 
 def export(name: str) -> Path:
@@ -39,7 +40,7 @@ def timeline(report: Path, out: Path, *options: str) -> list[dict[str, Any]]:
 
 
 def secs(ns: int) -> str:
-    """ns from the capture's start as the timeline says them: seconds to the nanosecond."""
+    """ns from the session's start as the timeline says them: seconds to the nanosecond."""
     return f"{ns / 1e9:.9f}".rstrip("0").rstrip(".")
 
 
@@ -107,8 +108,8 @@ def test_phases_and_steps_get_a_track_and_a_step_cuts_a_window(tmp_path: Path) -
     ranges = [e for e in phase if e.get("cat") == "harness_phase" and e["name"] == "backward"]
     assert [(e["ts"], e["dur"]) for e in ranges] == [(backward[5]["ts"], backward[5]["dur"])]
 
-    with open_trace(report, cache=False) as trace:  # --start/--end: seconds from the capture's start
-        seconds = (int(lo * 1000) - capture_start(trace)) / 1e9
+    with open_trace(report, cache=False) as trace:  # --start/--end: seconds from the session's start
+        seconds = (int(lo * 1000) - time_zero(trace)) / 1e9
     nanos = timeline(report, tmp_path / "ns.json.gz", "--start", "0", "--end", f"{seconds:.9f}")
     assert all(e["ts"] <= lo for e in nanos if e["ph"] == "X")
 
@@ -146,10 +147,10 @@ def test_hostile_names_stay_text_and_a_kineto_trace_round_trips(tmp_path: Path) 
 def test_a_window_that_holds_no_event_is_refused_with_the_captures_span(tmp_path: Path) -> None:
     """`--start S --end E` past the capture's end wrote a trace of no events, exit 0, said only as "no
     events": it is refused now in one line with the span the events cover, and no file is left. The
-    window is seconds into the capture, as the dashboard's --start/--end."""
+    window is seconds from the session's start, as the dashboard's --start/--end."""
     report = export("cpu-train")
     with open_trace(report, cache=False) as trace:
-        origin = capture_start(trace)
+        origin = time_zero(trace)
         osrt = trace.frame("osrt", ["start", "end"])
         kernels_nvtx = trace.frame("nvtx", ["start", "end"])
     first = min(int(osrt["start"].min()), int(kernels_nvtx["start"].min()))
@@ -160,8 +161,8 @@ def test_a_window_that_holds_no_event_is_refused_with_the_captures_span(tmp_path
         r = runner.invoke(app, ["timeline", str(report), "-o", str(out), "--no-cache", *options])
         assert r.exit_code == 1, r.output
         assert r.output.strip() == (
-            f"error: {' '.join(options)} holds no event of report.sqlite (its events span {span} into the "
-            "capture): nothing written"
+            f"error: {' '.join(options)} holds no event of report.sqlite (its events span {span} from the "
+            "session's start): nothing written"
         )
         assert not out.exists() and not list(tmp_path.iterdir())
     inside = timeline(report, out, "--start", "0", "--end", f"{(last - origin) / 1e9:.9f}")
@@ -302,11 +303,11 @@ def test_a_scan_of_many_columns_reads_fewer_rows_at_a_time(monkeypatch: pytest.M
 @pytest.mark.parametrize(
     ("options", "said"),
     [
-        (["--start", "0.1"], "(from 0.1 s into the capture)"),
-        (["--end", "0.25"], "(up to 0.25 s into the capture)"),
-        (["--start", "0.1", "--end", "0.25"], "(window 0.1..0.25 s into the capture)"),
-        (["--end", "9e9"], "(up to 9e+09 s into the capture)"),  # past OPEN
-        (["--start", "-9e9", "--end", "9e9"], "(window -9e+09..9e+09 s into the capture)"),
+        (["--start", "0.1"], "(from 0.1 s from the session's start)"),
+        (["--end", "0.25"], "(up to 0.25 s from the session's start)"),
+        (["--start", "0.1", "--end", "0.25"], "(window 0.1..0.25 s from the session's start)"),
+        (["--end", "9e9"], "(up to 9e+09 s from the session's start)"),  # past OPEN
+        (["--start", "-9e9", "--end", "9e9"], "(window -9e+09..9e+09 s from the session's start)"),
     ],
 )
 def test_a_window_open_at_one_end_is_said_as_given(tmp_path: Path, options: list[str], said: str) -> None:
@@ -415,13 +416,13 @@ def test_a_step_is_cut_by_its_phase_ranges_payloads(h100_export: Path, tmp_path:
         return r.exit_code, r.stderr.replace("\n      ", " ")
 
     with open_trace(h100_export) as trace:  # said in seconds from it, as --start/--end take them
-        origin = capture_start(trace)
+        origin = time_zero(trace)
     code, said = window("--step", "4")
     lo, hi = min(s for _, s, _ in step4), max(e for _, _, e in step4)
-    assert code == 0 and f"(window {secs(lo - origin)}..{secs(hi - origin)} s into the capture)" in said
+    assert code == 0 and f"(window {secs(lo - origin)}..{secs(hi - origin)} {SESSION})" in said
     code, said = window("--step", "3", "--phase", "backward")
     lo, hi = step3["backward"]
-    assert code == 0 and f"(window {secs(lo - origin)}..{secs(hi - origin)} s into the capture)" in said
+    assert code == 0 and f"(window {secs(lo - origin)}..{secs(hi - origin)} {SESSION})" in said
     code, said = window("--step", "3", "--phase", "optimizer")
     assert code == 1 and "no 'optimizer' range in step 3" in said
 
@@ -447,26 +448,25 @@ def test_a_step_of_a_torch_profiler_trace_is_said_from_the_trace_s_start(tmp_pat
         app, ["timeline", str(trace_path("nccl")), "--step", "5", "-o", str(tmp_path / "t.json")]
     )
     assert r.exit_code == 0, r.output
-    assert f"(window {secs(lo)}..{secs(hi)} s into the capture)" in r.stderr.replace("\n      ", " ")
+    said = r.stderr.replace("\n      ", " ")
+    assert f"(window {secs(lo)}..{secs(hi)} s from the trace's first event)" in said
 
 
-def test_a_steps_window_is_said_in_seconds_from_the_capture_start_as_start_and_end_take_it(
-    tmp_path: Path,
-) -> None:
-    """`--step 5` said its window in ns from nsys's session start ("window 7,388,623,341..7,406,142,214
-    ns") where --start/--end take seconds from the capture's first event: it is said as they take it, and
-    given back as --start/--end it cuts the same events."""
+def test_a_steps_window_is_said_in_seconds_as_start_and_end_take_it(tmp_path: Path) -> None:
+    """`--step 5` said its window in ns ("window 7,388,623,341..7,406,142,214 ns") where --start/--end take
+    seconds: it is said as they take it, from the session's start, and given back as --start/--end it cuts
+    the same events."""
     report = export("cpu-train")
     with open_trace(report, cache=False) as trace:
-        origin = capture_start(trace)
+        origin = time_zero(trace)
         nvtx = trace.frame("nvtx", ["name", "start", "end"])
     step = nvtx[nvtx["name"] == "step"].sort_values("start").iloc[5]
     lo, hi = (secs(int(step[edge]) - origin) for edge in ("start", "end"))
     r = runner.invoke(app, ["timeline", str(report), "-o", str(tmp_path / "s.json"), "--step", "5"])
     assert r.exit_code == 0, r.output
     (line,) = [x for x in r.stderr.replace("\n      ", " ").splitlines() if x.startswith("note: wrote")]
-    assert f"(window {lo}..{hi} s into the capture)" in line and " ns" not in line, line
-    start, end = line.split("(window ")[1].split(" s into")[0].split("..")
+    assert f"(window {lo}..{hi} s from the session's start)" in line and " ns" not in line, line
+    start, end = line.split("(window ")[1].split(" s from")[0].split("..")
     again = runner.invoke(
         app, ["timeline", str(report), "-o", str(tmp_path / "w.json"), "--start", start, "--end", end]
     )

@@ -188,22 +188,23 @@ def test_an_export_the_harness_did_not_record_shows_a_window_of_its_capture(tmp_
     lo, hi = data.profile.window
     with open_trace(export) as trace:  # the window holds the capture's kernels (shorter than a second)
         kernels = trace.frame("kernels", ["start"])["start"]
-        from analysis.views.timeline import capture_start
+        from analysis.views.timeline import time_zero
 
-        t0 = capture_start(trace)
+        t0 = time_zero(trace)
     assert (lo, hi) == (int(kernels.min()) - t0, hi) and hi - lo < 1_000_000_000
-    assert panel.title == f"Timeline of {lo / 1e9:,.3f}–{hi / 1e9:,.3f} s of the capture: report.sqlite"
+    span = f"{lo / 1e9:,.3f}–{hi / 1e9:,.3f} s from the session's start"
+    assert panel.title == f"Timeline of {span}: report.sqlite"
     assert any("the capture's activity is shorter than a second: showing all of it" in n for n in panel.notes)
     drawn_kernels = sum(len(t.x) for t in panel.figure.data if t.name == "kernel")
     assert drawn_kernels == len(kernels)  # every kernel of the capture falls inside it
     out = tmp_path / "w.html"
-    args = ["dashboard", str(export), "--start", "0.3", "--end", "0.4", "--out", str(out), "--format", "json"]
+    args = ["dashboard", str(export), "--start", "1.7", "--end", "1.8", "--out", str(out), "--format", "json"]
     result = runner.invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = {r["Panel"]: r for r in json.loads(result.stdout)}
     assert (
         rows["timeline"]["Title or what is missing"]
-        == "Timeline of 0.300–0.400 s of the capture: report.sqlite"
+        == "Timeline of 1.700–1.800 s from the session's start: report.sqlite"
     )
     bad = runner.invoke(app, ["dashboard", str(export), "--start", "2", "--end", "1", "--out", str(out)])
     assert bad.exit_code == 2 and "--end (1.0 s) must be after --start (2.0 s)" in bad.output
@@ -217,15 +218,14 @@ def test_a_window_beside_the_capture_says_where_its_events_are(tmp_path: Path) -
     export = need(LLAMA / "report.sqlite")
     window = ["--start", "300", "--end", "400"]
     timeline = runner.invoke(app, ["timeline", str(export), *window, "-o", str(tmp_path / "t.json")])
-    span = timeline.stderr.split("(its events span ")[1].split(" into the capture)")[0]
+    span = timeline.stderr.split("(its events span ")[1].split(" from the session's start)")[0]
     assert timeline.exit_code == 1 and span.endswith(" s")
     args = ["dashboard", str(export), *window, "--out", str(tmp_path / "w.html"), "--format", "json"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = {r["Panel"]: r for r in json.loads(result.stdout)}
     assert rows["timeline"]["Drawn"] is False and rows["timeline"]["Title or what is missing"] == (
-        f"no NVTX ranges or kernels to draw in 300..400 s into the capture (its events span {span} into "
-        "the capture)"
+        f"no NVTX ranges or kernels to draw in 300..400 s from the session's start (its events span {span})"
     )
 
 

@@ -57,7 +57,7 @@ TABLES: list[tuple[str, Callable[[Trace], pd.DataFrame], Callable[[Profile], boo
 ]
 
 
-Window = tuple[float | None, float | None]  # seconds from the capture's start; None: the busiest second
+Window = tuple[float | None, float | None]  # seconds from timeline.time_zero; None: the busiest second
 
 
 def load_profile(
@@ -126,9 +126,10 @@ def _judge(prof: Profile, trace: Trace) -> None:
 
 
 def _window(prof: Profile, trace: Trace, window: Window, why: str) -> None:
-    """The timeline's events from a window of the capture (seconds from its start; None: the busiest
-    second)."""
-    t0 = timeline.capture_start(trace)
+    """The timeline's events from a window of the capture (seconds from timeline.time_zero, as `health` says
+    times; None: the busiest second)."""
+    t0 = timeline.time_zero(trace)
+    prof.origin = timeline.zero_words(trace)
     start, end = window
     if start is None and end is None:
         lo, hi = timeline.busiest_window(trace)

@@ -41,8 +41,9 @@ class Profile:
     nvtx: pd.DataFrame | None = None  # nvtxsum columns (CPU time per range)
     events: pd.DataFrame | None = None  # one step: kind, name, start_ns, end_ns, lane
     osrt: pd.DataFrame | None = None  # osrtsum columns; read only when the export has no kernels
-    # `events` is a window of the capture, not a step: (start, end) ns from the capture's start, and why
+    # `events` is a window of the capture, not a step: (start, end) ns from `origin` (timeline.time_zero), why
     window: tuple[int, int] | None = None
+    origin: str = "the session's start"  # timeline.zero_words
     window_why: str = ""
     span: str = ""  # where a window asked for holds nothing: the span of the capture's events (`0..2.5 s`)
     missing: dict[str, str] = field(default_factory=dict)

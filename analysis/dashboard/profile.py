@@ -438,7 +438,7 @@ def timeline_panel(p: Profile) -> Panel:
         what = "this window" if p.window else p.label
         if p.window and p.span:  # a window asked for, beside the capture: where its events are
             lo, hi = (t / 1e9 for t in p.window)
-            what = f"{lo:g}..{hi:g} s into the capture (its events span {p.span} into the capture)"
+            what = f"{lo:g}..{hi:g} s from {p.origin} (its events span {p.span})"
         return Panel(missing=f"no NVTX ranges or kernels to draw in {what}")
     ev, dropped = timeline_rows(p.events)
     notes = list(p.notes)
@@ -446,7 +446,7 @@ def timeline_panel(p: Profile) -> Panel:
     origin = "the step began"
     if p.window is not None:
         lo, hi = (t / 1e9 for t in p.window)
-        span = f"{lo:,.3f}–{hi:,.3f} s of the capture"
+        span = f"{lo:,.3f}–{hi:,.3f} s from {p.origin}"
         title = f"Timeline of {span}: {p.label}"
         origin = "the window began"
         chosen = (

@@ -51,7 +51,7 @@ from analysis.views.chrome_lines import (
     _pid_tid_one,
     _us,
 )
-from analysis.views.timeline import OPEN, capture_start
+from analysis.views.timeline import OPEN, time_zero, zero_words
 from workloads.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
 
 CHUNK = 50_000  # rows formatted and written at a time
@@ -78,13 +78,14 @@ class Written:
     counts: dict[str, int] = field(default_factory=dict)
     window: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
-    origin: int = 0  # the capture's start (timeline.capture_start): the zero of --start/--end and the window
+    origin: int = 0  # timeline.time_zero: the zero of --start/--end, of the window and of `health`'s times
+    origin_words: str = "the session's start"  # timeline.zero_words
     warnings: list[str] = field(default_factory=list)  # the capture failed its health checks: so it says
 
     def window_words(self) -> str:
-        """The window in seconds into the capture, as --start/--end take it, however it was given (a step, a
-        phase or --start/--end): `window 1.5..2 s into the capture`, `from 1.5 s …` or `up to 2 s …`; "" for
-        none."""
+        """The window in seconds from the origin, as --start/--end take it and `health` says times, however
+        it was given (a step, a phase or --start/--end): `window 1.5..2 s from the session's start`,
+        `from 1.5 s …` or `up to 2 s …`; "" for none."""
         if self.window is None:
             return ""
         lo, hi = self.window
@@ -92,7 +93,7 @@ class Written:
         def at(t: int) -> str:
             return _seconds((t - self.origin) / 1e9)
 
-        unit = " s into the capture"
+        unit = f" s from {self.origin_words}"
         if hi == OPEN:  # the end not given (a value given past it is said as given)
             return f"from {at(lo)}{unit}"
         if lo == -OPEN:
@@ -115,7 +116,9 @@ def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] |
     readers take it); what it holds. A file appears whole or not at all (written beside it, then renamed);
     `-`, a device or a pipe is written as a stream (analysis.outputs). A window that holds no event is
     EmptyWindow, and no file is left."""
-    written = Written(Path(path), window=window, origin=capture_start(trace) if window is not None else 0)
+    written = Written(Path(path), window=window, origin_words=zero_words(trace))
+    if window is not None:
+        written.origin = time_zero(trace)
     if trace.has("nvtx"):
         note_open_ranges(trace)  # drawn to the capture's end: said as every table of them says it
     try:

@@ -189,22 +189,23 @@ def _activity(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return start[order], end[order], (end - start)[order]
 
 
-def capture_start(trace: Trace) -> int:
-    """The first thing the capture recorded (kernel, NVTX range or CUDA call): the origin of --start/--end."""
-    return capture_span(trace)[0]
-
-
 # every frame a timeline draws (analysis.views.chrome_trace), for the span its events cover
 TIMED_FRAMES = ("kernels", "nvtx", "runtime", "memcpy", "memset", "syncs", "osrt", "cpu_ops")
 
 
 def time_zero(trace: Trace) -> int:
-    """The zero of the times said to people: nsys's own (its session's start, so an export's times are
-    said as they are), a Kineto trace's first event (its times are Unix time)."""
+    """The zero of every time said to people (`health`, `timeline`, the dashboard) and of --start/--end:
+    nsys's own, its session's start, where Nsight Systems' timeline puts 0 (an export's times are said as
+    they are); a Kineto trace's first event (its times are Unix time)."""
     if trace.format == "nsys-sqlite":
         return 0
     frames = [f for f in TIMED_FRAMES if f != "osrt" and trace.has(f)]
     return min((int(trace.frame(f, ["start"])["start"].min()) for f in frames), default=0)
+
+
+def zero_words(trace: Trace) -> str:
+    """`time_zero` in words: what a time said to people counts from."""
+    return "the session's start" if trace.format == "nsys-sqlite" else "the trace's first event"
 
 
 def capture_span(trace: Trace, frames: tuple[str, ...] = ("kernels", "nvtx", "runtime")) -> tuple[int, int]:
@@ -221,9 +222,9 @@ def capture_span(trace: Trace, frames: tuple[str, ...] = ("kernels", "nvtx", "ru
 
 
 def span_words(trace: Trace) -> str:
-    """The span of every event a timeline draws, in seconds from the capture's start (the origin of
-    --start/--end; OS runtime calls may begin before it): `0..2.5 s`."""
-    origin = capture_start(trace)
+    """The span of every event a timeline draws, in seconds from `time_zero` (the origin of --start/--end):
+    `5.7..21 s`."""
+    origin = time_zero(trace)
     first, last = capture_span(trace, TIMED_FRAMES)
     return f"{(first - origin) / 1e9:g}..{(last - origin) / 1e9:g} s"
 
@@ -315,13 +316,14 @@ def window_of(
     end: float | None = None,
 ) -> tuple[int, int] | None:
     """The interval (ns) a timeline is cut to: a harness step (`step`, its number as `harness` shows it),
-    one phase of it, or `start`..`end` (seconds from the capture's start, as the dashboard's window);
-    None for the whole trace."""
+    one phase of it, or `start`..`end` (seconds from `time_zero`, as `health` says times); None for the
+    whole trace. A step or phase whose range was never closed ends where the next one starts, as a note on
+    the trace says; one that nothing follows is refused (OptionsError): where it ends is not known."""
     check_window(step, phase, start, end)
     if step is None:
         if start is None and end is None:
             return None
-        t0 = capture_start(trace)
+        t0 = time_zero(trace)
         lo = t0 + round(start * 1e9) if start is not None else -OPEN
         return lo, t0 + round(end * 1e9) if end is not None else OPEN
     trace.require("nvtx", "NVTX data (the harness's step ranges)")
@@ -338,14 +340,85 @@ def window_of(
     own = nvtx[phases & (payload == step).fillna(False).to_numpy(dtype=bool)]
     if chosen.empty and own.empty:
         raise ExportError(f"no step {step} in {trace.path} (steps {numbers.min()}..{numbers.max()})")
-    span = chosen if len(chosen) else own
-    lo, hi = int(span["start"].min()), int(span["end"].max())
+    open_ends = _open_from(trace, nvtx)
+    if len(chosen):
+        ends = _closed_ends(trace, chosen, steps, open_ends, f"step {step}'s range", "step")
+        lo, hi = int(chosen["start"].min()), int(ends.max())
+    else:
+        lo, hi = int(own["start"].min()), int(own["end"].max())
     if phase is None:
         return lo, hi
-    inside = nvtx[(nvtx["name"] == phase) & (nvtx["start"] >= lo) & (nvtx["end"] <= hi)]
+    inside = nvtx[(nvtx["name"] == phase) & (nvtx["start"] >= lo) & (nvtx["start"] <= hi)]
+    inside = inside[(inside["end"] <= hi).to_numpy() | _lost(inside, open_ends[0])]
     if phase in ALL_PHASES:
         theirs = payload[inside.index]
         inside = inside[(theirs.isna() | (theirs == step)).fillna(True).to_numpy(dtype=bool)]
     if inside.empty:
         raise ExportError(f"no '{phase}' range in step {step} of {trace.path}")
-    return int(inside["start"].min()), int(inside["end"].max())
+    followers = nvtx[phases | nvtx["range_id"].isin(steps["range_id"]).to_numpy()]
+    ends = _closed_ends(
+        trace, inside, followers, open_ends, f"step {step}'s {phase} range", "range", bound=hi
+    )
+    return int(inside["start"].min()), int(np.minimum(ends, hi).max())
+
+
+def _open_from(trace: Trace, nvtx: pd.DataFrame) -> tuple[int | None, bool]:
+    """From when a range's end is the one given a range never closed, as the step checks of `health` take
+    it: the export's last NVTX time (the reader's end for a range with none), or the capture's end where it
+    comes first (nsys's end for a range still open when the capture stopped); None where no range of the
+    capture is open (nsys counts them; a Kineto trace has none). And whether every range ending there is
+    one never closed: a range closed at the export's last NVTX time ends there too."""
+    n = int(trace.capture_facts().get("open_ranges", 0))
+    if not n or nvtx.empty:
+        return None, False
+    last = int(max(nvtx["start"].max(), nvtx["end"].max()))
+    capture_end = trace.meta.get("capture_end_ns")
+    open_from = min(last, capture_end) if isinstance(capture_end, int) else last
+    return open_from, int((nvtx["end"] >= open_from).sum()) <= n
+
+
+def _lost(ranges: pd.DataFrame, open_from: int | None) -> np.ndarray:
+    """Per range, whether it may never have been closed (`_open_from`). One whose end comes before its
+    start (nsys's -1) is not here: the reader leaves it out; a harness step is then known by its phases."""
+    if open_from is None:
+        return np.zeros(len(ranges), dtype=bool)
+    return ranges["end"].to_numpy(np.int64) >= open_from
+
+
+def _closed_ends(
+    trace: Trace,
+    ranges: pd.DataFrame,
+    followers: pd.DataFrame,
+    open_ends: tuple[int | None, bool],
+    what: str,
+    kind: str,
+    bound: int | None = None,
+) -> np.ndarray:
+    """The ends of `ranges`, each that may never have been closed (`_lost`) moved to the start of the first
+    of `followers` that starts after it in its process, where one does (its end cannot be past it), and said
+    in the trace's notes. Where none does: ended at `bound` if given, else refused (OptionsError) when it
+    surely was never closed (`_open_from`), else kept."""
+    open_from, certain = open_ends
+    ends = ranges["end"].to_numpy(np.int64).copy()
+    lost = _lost(ranges, open_from)
+    if not lost.any():
+        return ends
+    zero, origin = time_zero(trace), zero_words(trace)
+    f_start = followers["start"].to_numpy(np.int64)
+    f_pid = pid_of(followers["global_tid"].to_numpy())
+    starts, pids = ranges["start"].to_numpy(np.int64), pid_of(ranges["global_tid"].to_numpy())
+    for i in np.flatnonzero(lost):
+        later = f_start[(f_pid == pids[i]) & (f_start > starts[i])]
+        if len(later):
+            ends[i] = int(later.min())
+            trace.note(f"{what} was never closed (its end was lost): drawn up to where the next "
+                       f"{kind} starts, {(ends[i] - zero) / 1e9:,.3f} s from {origin}")  # fmt: skip
+        elif bound is not None:
+            ends[i] = bound
+        elif certain:
+            at = f"{(starts[i] - zero) / 1e9:.9f}".rstrip("0").rstrip(".")
+            raise OptionsError(
+                f"{what} was never closed (its end was lost) and no {kind} starts after it: where it "
+                f"ends is not known; --start {at} draws from its start ({origin} is 0 s)"
+            )
+    return ends

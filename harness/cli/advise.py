@@ -229,7 +229,10 @@ def health_cmd(
     reading: Reading = AS_GIVEN,
     db: DbOpt = None,
 ) -> None:
-    """Can this capture be trusted? ok / warn / fail per check, with evidence and what to do."""
+    """Can this capture be trusted? ok / warn / fail per check, with evidence and what to do.
+
+    Times are seconds from the session's start, where Nsight Systems' timeline puts 0 and `harness timeline
+    --start/--end` take them (a PyTorch trace: from its first event)."""
 
     if not names_a_file(report):
         store = results_db.ResultsStore(db, readonly=True)

@@ -52,11 +52,12 @@ NoCacheOpt = Annotated[
 
 
 def _window_edge(flag: str, edge: str, events: str) -> typer.models.OptionInfo:
-    """A timeline's window edge (`timeline`, `dashboard EXPORT`), in seconds from the capture's start."""
+    """A timeline's window edge (`timeline`, `dashboard EXPORT`), in seconds from the session's start."""
     return typer.Option(
         flag,
         metavar="<s>",
-        help=f"The timeline's window {edge} this many seconds into the capture ({events}).",
+        help=f"The timeline's window {edge} this second ({events}), counted from the session's start as "
+        "Nsight Systems' timeline and `harness health` count (a PyTorch trace: from its first event).",
     )
 
 

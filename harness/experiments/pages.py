@@ -38,7 +38,8 @@ def export_dashboard(
     report: Path, out: Path, *, cache: bool = True, window: Window | None = None
 ) -> Dashboard:
     """The profile panels of one export (or of a report, exported as the analysis commands export it:
-    into the cache folder), written to `out`; `window` (seconds into the capture) is its timeline's."""
+    into the cache folder), written to `out`; `window` (seconds from the session's start, as
+    `health` says times) is its timeline's."""
     if window is not None:
         timeline.check_window(start=window[0], end=window[1])  # before the export is looked for
     if not report.exists():
@@ -141,8 +142,8 @@ def chrome_trace_of(
 ) -> Written:
     """`report` (an export, a report exported first, or a PyTorch profiler trace) written to `target` as a
     Chrome trace: all of it, or the harness's step `step` (its phase `phase`), or the window start..end
-    (seconds into the capture, as the dashboard's); what it holds. A window that holds no event is
-    refused, nothing written, with the capture's span."""
+    (seconds from timeline.time_zero, as the dashboard's and `health`'s times); what it holds. A window
+    that holds no event is refused, nothing written, with the capture's span."""
     timeline.check_window(step, phase, start, end)  # before a report is exported or an export read
     refuse_inputs(target, files_read(report), OUT)
     with open_source(report, export_report, cache=cache) as trace:  # closed: its private copy goes
@@ -157,8 +158,7 @@ def chrome_trace_of(
         except chrome_trace.EmptyWindow:
             edges = (("--start", start), ("--end", end))
             given = " ".join(f"{flag} {edge:g}" for flag, edge in edges if edge is not None)
-            span = timeline.span_words(trace)
+            span = f"{timeline.span_words(trace)} from {timeline.zero_words(trace)}"
             raise ExportError(
-                f"{given} holds no event of {report.name} (its events span {span} into the capture): "
-                "nothing written"
+                f"{given} holds no event of {report.name} (its events span {span}): nothing written"
             ) from None
