@@ -1,7 +1,7 @@
 """A results database edited by hand (sqlite3, a script): a row of a shape the harness never writes is said
 in one line naming the database, the run and the field, exit 1, by every command that reads it (`runs`,
-`show`, `diff`, `dashboard`, `health`), never a traceback. Each edit is made to one of two runs imported
-from tests/data/harness-unsaved-char.json."""
+`show`, `diff`, `dashboard`, `health`), never a traceback; `runs` lists the other runs before it. Each edit
+is made to one of two runs imported from tests/data/harness-unsaved-char.json."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ ONE = "update runs set {} where id = 'a-1'"
 EDITS = {
     # (the SQL, the field the line names)
     "summary a list": (ONE.format("summary = '[1, 2]'"), "summary is list, not an object"),
+    "summary not JSON": (ONE.format("summary = '[1, 2'"), "summary is '[1, 2', not JSON"),
+    "config not JSON": (ONE.format("config = 'fast'"), "config is 'fast', not JSON"),
+    "env cut short": (ONE.format("env = substr(env, 1, 60)"), 'env is \'{"harness": '),
     "phases text": (ONE.format("summary = json_set(summary, '$.phases', 'abc')"), "summary.phases is str"),
     "a phase's mean text": (
         ONE.format("summary = json_set(summary, '$.phases[0].mean_ns', 'x')"),
@@ -99,6 +102,51 @@ def test_a_row_edited_by_hand_is_one_line_in_every_reader(stored: Path, tmp_path
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith(said), (command, result.stderr)
         assert lines[0].endswith("it was changed outside the harness; restore a copy of the database")
+        if command == ["runs"]:  # the other run is listed before it
+            assert "b-1" in result.stdout and "a-1" not in result.stdout, result.stdout
+
+
+def edited(stored: Path, tmp_path: Path, *sql: str) -> Path:
+    db = tmp_path / "edited.sqlite"
+    shutil.copy(stored, db)
+    with sqlite3.connect(db) as con:
+        for statement in sql:
+            con.execute(statement)
+    con.close()
+    return db
+
+
+def test_runs_lists_the_runs_it_can_read_and_names_each_it_cannot(stored: Path, tmp_path: Path) -> None:
+    """Every run damaged: no run is listed, and none is said to be missing (`no runs yet`)."""
+    db = edited(stored, tmp_path, "update runs set summary = '[1, 2'")
+    for fmt in ("table", "json"):
+        result = runner.invoke(app, ["runs", "--db", str(db), "--format", fmt])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert [line.split(" is damaged ")[0] for line in lines] == [
+            f"error: results database {db}: run 'a-1'",
+            f"error: results database {db}: run 'b-1'",
+        ], result.stderr
+        assert "no runs" not in result.output
+    assert result.stdout.strip() == "[]"
+
+
+def test_show_of_a_run_paired_with_a_damaged_one_shows_it_and_says_so(stored: Path, tmp_path: Path) -> None:
+    """b-1's baseline a-1 damaged: `show b-1` refused with a-1's line."""
+    db = edited(
+        stored, tmp_path, "update runs set baseline_run_id = 'a-1' where id = 'b-1'", ONE.format("env = '['")
+    )
+    result = runner.invoke(app, ["show", "b-1", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["run"]["run"] == "b-1"
+    assert result.stderr.startswith(
+        f"warning: results database {db}: run 'a-1' is damaged (env is '[', not JSON)"
+    )
+    assert result.stderr.endswith("restore a copy of the database; run b-1 is shown without it\n")
+    assert result.stderr.count("\n") == 1, result.stderr
+    shown = runner.invoke(app, ["show", "a-1", "--db", str(db)])
+    assert shown.exit_code == 1 and shown.stderr.count("\n") == 1, shown.output
+    assert "run 'a-1' is damaged (env is '[', not JSON)" in shown.stderr
 
 
 def test_the_unedited_database_is_read(stored: Path, tmp_path: Path) -> None:

@@ -19,6 +19,11 @@ class Damaged(ValueError):
     """A field that `harness run` would not have written: the message names it and says why."""
 
 
+class NotJson(str):
+    """What a JSON column of the results database holds where it holds no JSON (a row edited by hand), kept
+    as it is so that the row's check names it (harness.store.schema.StoredJSON)."""
+
+
 def fail(where: str, why: str) -> Damaged:
     return Damaged(f"{where} {why}")
 
@@ -79,6 +84,9 @@ def run_id(value: Any, where: str = "run_id", *, optional: bool = False) -> str 
 
 
 def mapping(value: Any, where: str) -> dict[str, Any]:
+    if isinstance(value, NotJson):
+        shown = value if len(value) <= 40 else f"{value[:40]}…"
+        raise fail(where, f"is {shown!r}, not JSON")
     if not isinstance(value, dict):
         raise fail(where, f"is {type(value).__name__}, not an object")
     return value

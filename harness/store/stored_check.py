@@ -32,6 +32,9 @@ PHASE_FIGURES = ("mean_ns", "std_ns", "median_ns")
 
 
 WHERE: WeakKeyDictionary[Any, str] = WeakKeyDictionary()  # each engine's database as people read it
+# a query's execution option: {run id: its line} that takes the runs whose rows fail their check, left for
+# the query's reader to leave out, where a list of runs reads on past them (`harness runs`)
+LEFT_OUT = "harness_left_out"
 
 
 class DamagedRow(HarnessError):
@@ -169,7 +172,11 @@ def _run_loaded(run: Run, context: QueryContext | None) -> None:
     try:
         check_run(run)
     except fields.Damaged as e:
-        raise _refused(_where(context), run.id, e) from None
+        refused = _refused(_where(context), run.id, e)
+        left_out = context.execution_options.get(LEFT_OUT)
+        if left_out is None:
+            raise refused from None
+        left_out[run.id] = str(refused)
 
 
 @event.listens_for(StepTiming, "load")
