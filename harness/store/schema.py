@@ -219,7 +219,7 @@ class AttentionResult(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
     sweep_id: Mapped[str] = mapped_column(String(64), index=True)
-    created_at: Mapped[datetime]
+    created_at: Mapped[datetime] = mapped_column(StoredTime)
     device: Mapped[str] = mapped_column(String(16))
     device_name: Mapped[str] = mapped_column(String(128), default="")
     impl: Mapped[str] = mapped_column(String(16))  # math | sdpa | compiled
