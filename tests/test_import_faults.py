@@ -171,6 +171,33 @@ def test_an_edited_field_is_refused_and_nothing_is_stored(
 
 
 @pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("surprise", "the file holds fields the harness does not write: 'surprise'"),
+        ("save.surprise", "save holds fields the harness does not write: 'surprise'"),
+        ("result.extra.surprise", "extra holds fields the harness does not write: 'surprise'"),
+        ("result.env.surprise", "env holds fields the harness does not write: 'surprise'"),
+    ],
+)
+def test_a_field_the_harness_does_not_write_is_refused(
+    tmp_path: Path, db: Path, where: str, said: str
+) -> None:
+    """A key added to the file, its `save`, the run's `extra` (stored as its summary) or `env` was stored
+    unread beside the run."""
+    line = one_error(invoke(edited(tmp_path, where, 1), db=db), said)
+    assert line.endswith("(harness writes no such run): nothing imported"), line
+    assert stored(db) == {}
+
+
+def test_the_serving_figures_generate_kept_apart_before_are_taken(tmp_path: Path, db: Path) -> None:
+    """A generate run written before `serving` held them kept its TTFT and per-token time in `extra`."""
+    assert invoke(edited(tmp_path, "result.extra.ttft_ns", 1.5e7), db=db).exit_code == 0
+    assert list(stored(db)) == [RUN_ID]
+    line = one_error(invoke(edited(tmp_path, "result.extra.per_token_ns", "x", "b.json"), db=db), "")
+    assert "extra.per_token_ns is 'x', not a finite number" in line
+
+
+@pytest.mark.parametrize(
     ("value", "message"),
     [
         ("latest", "run_id is 'latest': `harness show` and the others read it as the newest run"),

@@ -1,7 +1,7 @@
 """A results database edited by hand (sqlite3, a script): a row of a shape the harness never writes is said
 in one line naming the database, the run and the field, exit 1, by every command that reads it (`runs`,
-`show`, `diff`, `dashboard`, `health`), never a traceback. Each edit is made to one of two runs imported
-from tests/data/harness-unsaved-char.json."""
+`show`, `diff`, `dashboard`, `health`), never a traceback; `runs` lists the other runs before it. Each edit
+is made to one of two runs imported from tests/data/harness-unsaved-char.json."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ ONE = "update runs set {} where id = 'a-1'"
 EDITS = {
     # (the SQL, the field the line names)
     "summary a list": (ONE.format("summary = '[1, 2]'"), "summary is list, not an object"),
+    "summary not JSON": (ONE.format("summary = '[1, 2'"), "summary is '[1, 2', not JSON"),
+    "config not JSON": (ONE.format("config = 'fast'"), "config is 'fast', not JSON"),
+    "env cut short": (ONE.format("env = substr(env, 1, 60)"), 'env is \'{"harness": '),
     "phases text": (ONE.format("summary = json_set(summary, '$.phases', 'abc')"), "summary.phases is str"),
     "a phase's mean text": (
         ONE.format("summary = json_set(summary, '$.phases[0].mean_ns', 'x')"),
@@ -99,6 +102,51 @@ def test_a_row_edited_by_hand_is_one_line_in_every_reader(stored: Path, tmp_path
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith(said), (command, result.stderr)
         assert lines[0].endswith("it was changed outside the harness; restore a copy of the database")
+        if command == ["runs"]:  # the other run is listed before it
+            assert "b-1" in result.stdout and "a-1" not in result.stdout, result.stdout
+
+
+def edited(stored: Path, tmp_path: Path, *sql: str) -> Path:
+    db = tmp_path / "edited.sqlite"
+    shutil.copy(stored, db)
+    with sqlite3.connect(db) as con:
+        for statement in sql:
+            con.execute(statement)
+    con.close()
+    return db
+
+
+def test_runs_lists_the_runs_it_can_read_and_names_each_it_cannot(stored: Path, tmp_path: Path) -> None:
+    """Every run damaged: no run is listed, and none is said to be missing (`no runs yet`)."""
+    db = edited(stored, tmp_path, "update runs set summary = '[1, 2'")
+    for fmt in ("table", "json"):
+        result = runner.invoke(app, ["runs", "--db", str(db), "--format", fmt])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert [line.split(" is damaged ")[0] for line in lines] == [
+            f"error: results database {db}: run 'a-1'",
+            f"error: results database {db}: run 'b-1'",
+        ], result.stderr
+        assert "no runs" not in result.output
+    assert result.stdout.strip() == "[]"
+
+
+def test_show_of_a_run_paired_with_a_damaged_one_shows_it_and_says_so(stored: Path, tmp_path: Path) -> None:
+    """b-1's baseline a-1 damaged: `show b-1` refused with a-1's line."""
+    db = edited(
+        stored, tmp_path, "update runs set baseline_run_id = 'a-1' where id = 'b-1'", ONE.format("env = '['")
+    )
+    result = runner.invoke(app, ["show", "b-1", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["run"]["run"] == "b-1"
+    assert result.stderr.startswith(
+        f"warning: results database {db}: run 'a-1' is damaged (env is '[', not JSON)"
+    )
+    assert result.stderr.endswith("restore a copy of the database; run b-1 is shown without it\n")
+    assert result.stderr.count("\n") == 1, result.stderr
+    shown = runner.invoke(app, ["show", "a-1", "--db", str(db)])
+    assert shown.exit_code == 1 and shown.stderr.count("\n") == 1, shown.output
+    assert "run 'a-1' is damaged (env is '[', not JSON)" in shown.stderr
 
 
 def test_the_unedited_database_is_read(stored: Path, tmp_path: Path) -> None:
@@ -138,3 +186,94 @@ def test_a_block_or_baseline_row_edited_by_hand_is_one_line(
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert result.stderr.startswith(f"error: results database {db}: {said}: the harness writes no such row")
     assert result.stderr.count("\n") == 1, result.stderr
+
+
+AGREEMENT = "update agreement set {} where run_id = 'a-1' and phase = 'forward'"
+CELL = "update attention_results set {} where impl = 'math'"
+OTHER_ROWS = {
+    # (the SQL, the commands that read the row, the row and field the line names)
+    "a difference of text": (
+        AGREEMENT.format("rel_diff = 'x'"),
+        [["show", "a-1"], ["dashboard", "-o", "OUT"], ["health", "a-1"]],
+        "run 'a-1' is damaged (agreement: forward: rel_diff is 'x', not a finite number)",
+    ),
+    "an NVTX time below 0": (
+        AGREEMENT.format("nvtx_mean_ns = -5"),
+        [["show", "a-1"], ["dashboard", "-o", "OUT"]],
+        "run 'a-1' is damaged (agreement: forward: nvtx_mean_ns is -5.0, below 0)",
+    ),
+    "steps of text": (
+        AGREEMENT.format("steps = 'x'"),
+        [["show", "a-1"], ["dashboard", "-o", "OUT"]],
+        "run 'a-1' is damaged (agreement: forward: steps is 'x', not a whole number)",
+    ),
+    "a cell's time of text": (
+        CELL.format("forward_mean_ns = 'x'"),
+        [["dashboard", "-o", "OUT"]],
+        "attention sweep 'attn-1' is damaged (math head_dim 16 seq_len 256: forward_mean_ns is 'x', not a "
+        "finite number)",
+    ),
+    "a cell ok without its time": (
+        CELL.format("backward_mean_ns = NULL"),
+        [["dashboard", "-o", "OUT"]],
+        "attention sweep 'attn-1' is damaged (math head_dim 16 seq_len 256: backward_mean_ns is missing "
+        "(null), but the cell ended ok)",
+    ),
+    "a cell's time no time": (
+        CELL.format("created_at = 'never'"),
+        [["dashboard", "-o", "OUT"]],
+        "attention sweep 'attn-1' is damaged (created_at is 'never', not a time)",
+    ),
+    "a cell's size of text": (
+        CELL.format("seq_len = 'long'"),
+        [["dashboard", "-o", "OUT"]],
+        "attention sweep 'attn-1' is damaged (seq_len is 'long', not a whole number)",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def with_rows(stored: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two runs, a-1 with its agreement with NVTX and one attention sweep, as the store writes them."""
+    import pandas as pd
+
+    from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep
+    from harness.store.results import ResultsStore
+    from harness.store.unsaved import AGREEMENT_COLUMNS
+
+    db = tmp_path_factory.mktemp("rows") / "rows.sqlite"
+    shutil.copy(stored, db)
+    store = ResultsStore(str(db))
+    rows = [("forward", 3, 1.0e8, 1.0e8, 1.01e8, 1.0e8, -0.0099), ("backward", 3, 2e8, 2e8, 2e8, 2e8, 0.0)]
+    store.save_agreement("a-1", pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS)))
+    sweep = AttentionSweep("attn-1", AttentionConfig(head_dims=(16,), seq_lens=(256,)), "cpu", "x86", "rss")
+    for impl in ("math", "sdpa"):
+        store.save_attention(sweep, AttentionCell(impl, 16, 256, "ok", 1e5, 1e3, 2e5, 2e3, 2**20))
+    store.engine.dispose()
+    return db
+
+
+@pytest.mark.parametrize("edit", list(OTHER_ROWS))
+def test_an_agreement_or_attention_row_edited_by_hand_is_one_line(
+    with_rows: Path, tmp_path: Path, edit: str
+) -> None:
+    """An agreement difference of text was shown as a column of x's; an attention time of text drawn as no
+    time, one of no time a traceback (`Invalid isoformat string`)."""
+    sql, commands, said = OTHER_ROWS[edit]
+    db = edited(with_rows, tmp_path, sql)
+    for command in commands:
+        args = [str(tmp_path / "page.html") if a == "OUT" else a for a in command]
+        result = runner.invoke(app, [*args, "--db", str(db)])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (command, result.output)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith(f"error: results database {db}: {said}"), lines
+        assert lines[0].endswith("it was changed outside the harness; restore a copy of the database")
+
+
+def test_the_agreement_and_attention_rows_as_stored_are_read(with_rows: Path, tmp_path: Path) -> None:
+    shown = runner.invoke(app, ["show", "a-1", "--db", str(with_rows), "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    agreement = json.loads(shown.stdout)["NVTX vs in-process timers"]
+    assert [row["Difference (%)"] for row in agreement] == [pytest.approx(-0.99), 0.0]
+    page = runner.invoke(app, ["dashboard", "-o", str(tmp_path / "page.html"), "--db", str(with_rows)])
+    assert page.exit_code == 0, page.output

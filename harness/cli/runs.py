@@ -19,8 +19,10 @@ from harness.cli.common import (
     RunRefCommand,
     WideOpt,
     cli_errors,
+    err,
     note,
     run_reference,
+    warn,
 )
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.experiments import show
@@ -52,7 +54,8 @@ def runs_cmd(
     """List saved runs (newest last)."""
 
     store = results_db.ResultsStore(db, readonly=True)
-    df = store.runs(model=model, device=device, precision=precision, last=last)
+    damaged: list[str] = []  # a run whose row cannot be read: the others are listed, it is said after them
+    df = store.runs(model=model, device=device, precision=precision, last=last, damaged=damaged)
     df = df.drop(columns=["advice"])  # `harness advise RUN` and `show RUN` say it
     if format is Format.table:
         cols = {
@@ -85,11 +88,17 @@ def runs_cmd(
         ]  # fmt: skip
         df.attrs["whole"] = ["run"]
         df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it
-    notes = [] if len(df) else [_no_runs(store, model=model, device=device, precision=precision, last=last)]
+    given = dict(model=model, device=device, precision=precision, last=last)
+    notes = [] if len(df) or damaged else [_no_runs(store, **given)]
     if notes and format is Format.table:  # for people, the note alone: an empty table says nothing more
         note(notes[0])
         return
-    emit(df, format, title=f"runs in {results_db.describe_url(store.url)}", notes=notes, wide=wide)
+    if len(df) or format is not Format.table:
+        emit(df, format, title=f"runs in {results_db.describe_url(store.url)}", notes=notes, wide=wide)
+    for line in damaged:
+        err(line, lines=False)
+    if damaged:
+        raise typer.Exit(1)
 
 
 def _no_runs(store: ResultsStore, **filters: object) -> str:
@@ -117,7 +126,8 @@ def show_cmd(
 
     store = results_db.ResultsStore(db, readonly=True)
     run = store.get(run_id)
-    tables = show.show_tables(run, store.linked(run.id))
+    damaged: list[str] = []  # a paired run that cannot be read: this one is shown without it, and it said
+    tables = show.show_tables(run, store.linked(run.id, damaged))
     files: list[str] = []
     if format is Format.table:
         tables, files = show.paths_apart(tables)
@@ -134,6 +144,8 @@ def show_cmd(
     emit_many(tables, format, wide=wide, notes=files)
     if run.advice and format is Format.table:
         say_findings(run.advice, run.id)
+    for line in damaged:
+        warn(f"{line}; run {run.id} is shown without it")
 
 
 def register(app: typer.Typer) -> None:

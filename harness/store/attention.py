@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from harness.store import stored_check
 from harness.store.schema import (
     ATTENTION_CELL_COLUMNS,
     ATTENTION_COLUMNS,
@@ -50,5 +51,6 @@ class AttentionPart(Database):
         stmt = select(*(getattr(AttentionResult, c) for c in ATTENTION_COLUMNS)).order_by(AttentionResult.id)
         if sweep_id is not None:
             stmt = stmt.where(AttentionResult.sweep_id == sweep_id)
-        with self.engine.connect() as conn:
-            return pd.DataFrame(conn.execute(stmt).all(), columns=ATTENTION_COLUMNS)
+        rows = self._guard(lambda: self._rows(stmt))
+        stored_check.check_cells(f"results database {self.where}", rows)
+        return pd.DataFrame(rows, columns=ATTENTION_COLUMNS)

@@ -5,6 +5,7 @@ an object with the fields of a record. A field that fails is a `Damaged` naming 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -16,6 +17,11 @@ ID_BYTES = 255
 
 class Damaged(ValueError):
     """A field that `harness run` would not have written: the message names it and says why."""
+
+
+class NotJson(str):
+    """What a JSON column of the results database holds where it holds no JSON (a row edited by hand), kept
+    as it is so that the row's check names it (harness.store.schema.StoredJSON)."""
 
 
 def fail(where: str, why: str) -> Damaged:
@@ -78,6 +84,9 @@ def run_id(value: Any, where: str = "run_id", *, optional: bool = False) -> str 
 
 
 def mapping(value: Any, where: str) -> dict[str, Any]:
+    if isinstance(value, NotJson):
+        shown = value if len(value) <= 40 else f"{value[:40]}…"
+        raise fail(where, f"is {shown!r}, not JSON")
     if not isinstance(value, dict):
         raise fail(where, f"is {type(value).__name__}, not an object")
     return value
@@ -90,11 +99,16 @@ def objects(value: Any, where: str) -> list[tuple[str, dict[str, Any]]]:
     return [(f"{where}[{i}]", mapping(row, f"{where}[{i}]")) for i, row in enumerate(value)]
 
 
-def known_keys(value: dict[str, Any], cls: type, where: str) -> None:
-    """Only fields of `cls`, and every one it cannot do without (a record without one read as a TypeError)."""
-    unknown = sorted(set(value) - {f.name for f in fields(cls)})
+def only(value: dict[str, Any], allowed: Iterable[str], where: str) -> None:
+    """No field but those of `allowed`: one the harness does not write is refused, never stored unread."""
+    unknown = sorted(set(value) - set(allowed), key=str)
     if unknown:
         raise fail(where, f"holds fields the harness does not write: {', '.join(map(repr, unknown))}")
+
+
+def known_keys(value: dict[str, Any], cls: type, where: str) -> None:
+    """Only fields of `cls`, and every one it cannot do without (a record without one read as a TypeError)."""
+    only(value, (f.name for f in fields(cls)), where)
     needed = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
     missing = [name for name in needed if name not in value]
     if missing:

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from harness.core import signals
 from harness.core.errors import EMPTY_RUN_ID, HarnessError
 from harness.core.records import RunResult, names_a_file, newest_back
-from harness.store import unsaved
+from harness.store import stored_check, unsaved
 from harness.store.schema import (
     RUN_COLUMNS,
     WHOLE_COLUMNS,
@@ -381,8 +381,11 @@ class RunsPart(Database):
 
         return self._guard(read)
 
-    def linked(self, run_id: str) -> list[Run]:
-        """The runs paired with `run_id`: its baseline, and the profiled runs with it as their baseline."""
+    def linked(self, run_id: str, damaged: list[str] | None = None) -> list[Run]:
+        """The runs paired with `run_id`: its baseline, and the profiled runs with it as their baseline. With
+        `damaged`, one whose row fails its check is left out and its line put there (as `runs` does)."""
+        left_out: dict[Any, str] = {}
+        options = {stored_check.LEFT_OUT: left_out} if damaged is not None else {}
         with Session(self.engine, expire_on_commit=False) as session:
             run = session.get(Run, run_id)
             if run is None:
@@ -392,7 +395,11 @@ class RunsPart(Database):
                 .where((Run.id == run.baseline_run_id) | (Run.baseline_run_id == run_id))
                 .order_by(Run.created_at)
             )
-            found = list(session.scalars(stmt).all())
+            found = [
+                r for r in session.scalars(stmt, execution_options=options).all() if r.id not in left_out
+            ]
+            if damaged is not None:
+                damaged += left_out.values()
             for r in found:
                 r.step_timings  # noqa: B018  (load before the session closes)
             return found
@@ -416,7 +423,9 @@ class RunsPart(Database):
 
         def read() -> list[tuple[str, str, dict[str, Any]]]:
             with Session(self.engine) as session:
-                return [(i, e, c or {}) for i, e, c in session.execute(stmt).all()]
+                # a configuration edited into no object (stored_check says so where the run is read) is no
+                # configuration of these: the run is not counted
+                return [(i, e, c) for i, e, c in session.execute(stmt).all() if isinstance(c, dict)]
 
         return self._guard(read)
 
@@ -439,8 +448,11 @@ class RunsPart(Database):
         experiment: str | None = None,
         ids: list[str] | None = None,
         last: int | None = None,
+        damaged: list[str] | None = None,
     ) -> pd.DataFrame:
-        """One row per run, newest last, with per-phase mean/std (ns) as columns."""
+        """One row per run, newest last, with per-phase mean/std (ns) as columns. With `damaged`, a run whose
+        row fails its check (harness.store.stored_check) is left out and its line put there (those among the
+        `last`), where without it the whole list is refused with that line."""
         import pandas as pd
 
         stmt = select(Run).order_by(Run.created_at)
@@ -455,15 +467,22 @@ class RunsPart(Database):
         if ids:
             stmt = stmt.where(Run.id.in_(ids))
 
-        def read() -> list[dict[str, Any]]:
-            with Session(self.engine) as session:
-                return [run_row(r) for r in session.scalars(stmt).all()]
+        left_out: dict[Any, str] = {}  # the runs stored_check leaves out as it loads them, and their lines
+        options = {stored_check.LEFT_OUT: left_out} if damaged is not None else {}
 
-        df = pd.DataFrame.from_records(self._guard(read), columns=RUN_COLUMNS)
+        def read() -> list[dict[str, Any] | str]:
+            left_out.clear()  # a busy database is read again
+            with Session(self.engine) as session:
+                found = session.scalars(stmt, execution_options=options).all()
+                return [left_out.get(r.id) or run_row(r) for r in found]
+
+        rows = self._guard(read)
+        rows = rows[-last:] if last is not None else rows  # a damaged run takes its place among the last
+        if damaged is not None:
+            damaged += [r for r in rows if isinstance(r, str)]
+        df = pd.DataFrame.from_records([r for r in rows if isinstance(r, dict)], columns=RUN_COLUMNS)
         for col in WHOLE_COLUMNS:  # counts stay whole where another row has none (pandas' float64 would not)
             df[col] = whole(df[col])
-        if last is not None:
-            df = df.tail(last).reset_index(drop=True)
         return df
 
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, String, Text, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from harness.store.fields import NotJson
 from workloads.names import PROGRAM_MODE, RUN_ENERGY_FIELDS, percentile
 
 # The compatibility level, kept in harness_meta: it rises only with a change that older harnesses must not
@@ -28,13 +29,35 @@ SIGNATURES = {
 }
 
 
+class StoredJSON(TypeDecorator[Any]):
+    """A JSON column read back as SQLAlchemy reads one, or, where the database holds text that is no JSON
+    there (a row edited by hand), as that text (NotJson), for harness.store.stored_check to say so in one
+    line: json.loads raised out of the query, and one such row stopped every command that read its table."""
+
+    impl = JSON
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        inner = self.impl_instance.result_processor(dialect, coltype)
+        if inner is None:
+            return None
+
+        def process(value: Any) -> Any:
+            try:
+                return inner(value)
+            except (ValueError, TypeError, RecursionError):
+                return NotJson(value.decode(errors="backslashreplace") if isinstance(value, bytes) else value)
+
+        return process
+
+
 class Base(DeclarativeBase):
     # what a bare annotation gives besides SQLAlchemy's own (Mapped[int] is Integer, Mapped[bool] Boolean)
     type_annotation_map: ClassVar[dict[Any, Any]] = {
         float: Float,  # the schema's FLOAT (SQLAlchemy's own would be DOUBLE)
         datetime: DateTime(timezone=True),
-        dict[str, Any]: JSON,
-        dict[str, str]: JSON,
+        dict[str, Any]: StoredJSON,
+        dict[str, str]: StoredJSON,
     }
 
 
@@ -196,7 +219,7 @@ class AttentionResult(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
     sweep_id: Mapped[str] = mapped_column(String(64), index=True)
-    created_at: Mapped[datetime]
+    created_at: Mapped[datetime] = mapped_column(StoredTime)
     device: Mapped[str] = mapped_column(String(16))
     device_name: Mapped[str] = mapped_column(String(128), default="")
     impl: Mapped[str] = mapped_column(String(16))  # math | sdpa | compiled

@@ -1,10 +1,11 @@
 """A run's rows checked as they are read back from the results database. The database is a file a user can
 edit (sqlite3, a script): a summary that is a list, a phase's figures of text, a step of 1.5 ns or one
 of text, a creation time that is no time broke `runs`, `show`, `diff` and the dashboard with a traceback.
-Each Run and step row is checked as it is loaded, for the fields those commands read, as
+Each Run, step and agreement row is checked as it is loaded, for the fields those commands read, as
 harness.store.unsaved_check checks a file before `harness import` stores it; a row that fails is said in
 one line naming the database, the run and the field (DamagedRow). A field a row lacks is a run stored
-before it was recorded, not a damaged one.
+before it was recorded, not a damaged one. The cells of `harness attention` are checked the same way, each
+said with its sweep: a difference of text was shown as a hundred x's, a time of text drawn as none.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from harness.core.errors import HarnessError
 from harness.core.records import PROGRAM_MODE
 from harness.store import fields
 from harness.store import unsaved_check as check
-from harness.store.schema import Run, StepTiming
-from workloads.names import MODES, RUN_ENERGY_FIELDS
+from harness.store.schema import ATTENTION_COLUMNS, Agreement, Run, StepTiming
+from harness.store.unsaved import AGREEMENT_COLUMNS
+from workloads.names import ATTENTION_IMPLS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
 
 WHOLE = {"batch_size": 0, "warmup": 0, "steps": 0}  # columns that take no NULL, and their least value
 MAYBE_WHOLE = {"context_length": 1, "params": 0, "peak_memory_bytes": 0, "world_size": 1}
@@ -32,6 +34,9 @@ PHASE_FIGURES = ("mean_ns", "std_ns", "median_ns")
 
 
 WHERE: WeakKeyDictionary[Any, str] = WeakKeyDictionary()  # each engine's database as people read it
+# a query's execution option: {run id: its line} that takes the runs whose rows fail their check, left for
+# the query's reader to leave out, where a list of runs reads on past them (`harness runs`)
+LEFT_OUT = "harness_left_out"
 
 
 class DamagedRow(HarnessError):
@@ -131,6 +136,71 @@ def check_blocks(where: str, rows: list[Any]) -> None:
             raise _refused(where, run_id, e) from None
 
 
+def check_agreement(phase: Any, steps: Any, *figures: Any) -> None:
+    """An agreement row (AGREEMENT_COLUMNS) as a run under nsys stores it: its phase, the steps paired, the
+    NVTX and timer times (finite ns, 0 to 2**62) and their relative difference (finite, of any sign)."""
+    fields.text(phase, "agreement: phase", plain=True)
+    where = f"agreement: {phase}"
+    fields.whole(steps, f"{where}: steps")
+    for name, value in zip(AGREEMENT_COLUMNS[2:], figures, strict=True):
+        if fields.figure(value, f"{where}: {name}", negative=name == "rel_diff") is None:
+            raise fields.Damaged(f"{where}: {name} is missing (null)")
+        if name != "rel_diff" and value > fields.MAX_NS:
+            raise fields.Damaged(f"{where}: {name} is {value}, past {fields.MAX_NS} ns")
+
+
+def check_agreements(where: str, rows: list[Any]) -> None:
+    """Rows of (run_id, *AGREEMENT_COLUMNS) as TimingsPart reads them."""
+    for run_id, *values in rows:
+        try:
+            check_agreement(*values)
+        except fields.Damaged as e:
+            raise _refused(where, run_id, e) from None
+
+
+ATTENTION_COUNTS = {"batch_size": 1, "num_heads": 1, "head_dim": 1, "seq_len": 1, "warmup": 0, "trials": 1}
+ATTENTION_TIMES = ("forward_mean_ns", "forward_std_ns", "backward_mean_ns", "backward_std_ns")
+
+
+def check_cell(cell: dict[str, Any]) -> None:
+    """An attention cell (ATTENTION_COLUMNS) as `harness attention` stores it: its sizes and counts as the
+    command takes them, its times finite ns (a mean in every cell that ended ok), its peak bytes whole."""
+    if not isinstance(cell["created_at"], datetime):
+        raise fields.Damaged(f"created_at is {cell['created_at']!r}, not a time")
+    for name in ("device", "device_name", "memory_source"):
+        fields.text(cell[name], name)
+    fields.text(cell["error"], "error", optional=True)
+    fields.one_of(cell["precision"], PRECISIONS, "precision")
+    fields.one_of(cell["impl"], ATTENTION_IMPLS, "impl")
+    fields.one_of(cell["status"], ("ok", "oom", "error"), "status")
+    if type(cell["causal"]) is not bool:
+        raise fields.Damaged(f"causal is {cell['causal']!r}, not true or false")
+    for name, low in ATTENTION_COUNTS.items():
+        fields.whole(cell[name], name, low)
+    cell_at = f"{cell['impl']} head_dim {cell['head_dim']} seq_len {cell['seq_len']}"
+    for name in ATTENTION_TIMES:
+        value = fields.figure(cell[name], f"{cell_at}: {name}")
+        if value is None and cell["status"] == "ok" and "mean" in name:
+            raise fields.Damaged(f"{cell_at}: {name} is missing (null), but the cell ended ok")
+        if value is not None and value > fields.MAX_NS:
+            raise fields.Damaged(f"{cell_at}: {name} is {value}, past {fields.MAX_NS} ns")
+    if cell["compile_ns"] is not None:
+        fields.duration(cell["compile_ns"], f"{cell_at}: compile_ns")
+    if cell["peak_memory_bytes"] is not None:
+        fields.whole(cell["peak_memory_bytes"], f"{cell_at}: peak_memory_bytes")
+
+
+def check_cells(where: str, rows: list[Any]) -> None:
+    """Rows of ATTENTION_COLUMNS as AttentionPart reads them."""
+    for row in rows:
+        cell = dict(zip(ATTENTION_COLUMNS, row, strict=True))
+        try:
+            fields.text(cell["sweep_id"], "sweep_id", plain=True)
+            check_cell(cell)
+        except fields.Damaged as e:
+            raise _refused(where, cell["sweep_id"], e, what="attention sweep") from None
+
+
 def check_tagged(where: str, name: str, run_id: str, created: Any, when: Any) -> None:
     """A named baseline's time and its run's: times (StoredTime reads one that is not as it is)."""
     if created is not None and not isinstance(created, datetime):
@@ -155,9 +225,9 @@ def _where(context: QueryContext) -> str:
     return f"results database {WHERE.get(context.session.get_bind(), '')}".rstrip()
 
 
-def _refused(where: str, run_id: object, why: object) -> DamagedRow:
+def _refused(where: str, run_id: object, why: object, what: str = "run") -> DamagedRow:
     return DamagedRow(
-        f"{where}: run {run_id!r} is damaged ({why}): the harness writes no such row, it "
+        f"{where}: {what} {run_id!r} is damaged ({why}): the harness writes no such row, it "
         "was changed outside the harness; restore a copy of the database"
     )
 
@@ -169,7 +239,11 @@ def _run_loaded(run: Run, context: QueryContext | None) -> None:
     try:
         check_run(run)
     except fields.Damaged as e:
-        raise _refused(_where(context), run.id, e) from None
+        refused = _refused(_where(context), run.id, e)
+        left_out = context.execution_options.get(LEFT_OUT)
+        if left_out is None:
+            raise refused from None
+        left_out[run.id] = str(refused)
 
 
 @event.listens_for(StepTiming, "load")
@@ -180,3 +254,13 @@ def _step_loaded(step: StepTiming, context: QueryContext | None) -> None:
         check_step(step.step, step.phase, step.duration_ns, step.warmup, step.rank)
     except fields.Damaged as e:
         raise _refused(_where(context), step.run_id, e) from None
+
+
+@event.listens_for(Agreement, "load")
+def _agreement_loaded(row: Agreement, context: QueryContext | None) -> None:
+    if context is None:
+        return
+    try:
+        check_agreement(row.phase, row.steps, *(getattr(row, c) for c in AGREEMENT_COLUMNS[2:]))
+    except fields.Damaged as e:
+        raise _refused(_where(context), row.run_id, e) from None

@@ -48,7 +48,9 @@ class TimingsPart(Database):
         stmt = select(Agreement.run_id, *(getattr(Agreement, c) for c in cols))
         if run_ids is not None:
             stmt = stmt.where(Agreement.run_id.in_(run_ids))
-        return pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["run_id", *cols])
+        rows = self._guard(lambda: self._rows(stmt))
+        stored_check.check_agreements(f"results database {self.where}", rows)
+        return pd.DataFrame(rows, columns=["run_id", *cols])
 
     def save_blocks(self, run_id: str, blocks: pd.DataFrame, source: str) -> None:
         """Per-block times of a stored run found by analysis (analysis.views.blocks.block_records: step,

@@ -138,6 +138,7 @@ def read(path: Path, profilers: Sequence[str]) -> PendingRun:
 
 
 def _pending(data: dict[str, Any], profilers: Sequence[str]) -> PendingRun:
+    fields.only(data, check.FILE_FIELDS, "the file")
     result = check.result_fields(data.get("result"))
     run = result_from_dict(result)
     check.check_result(run)

@@ -40,6 +40,7 @@ from harness.store.fields import (
     mapping,
     objects,
     one_of,
+    only,
     run_id,
     text,
     whole,
@@ -56,6 +57,26 @@ UNWRITTEN = {
     "token_timings": "a run's token times are its steps' (steps[].tokens), put beside its figures as it is "
     "stored",
 }
+# what harness.store.unsaved.write puts in a file, and in its `save`
+FILE_FIELDS = ("format", "version", "why", "created_at", "save", "agreement", "result")
+SAVE_FIELDS = (
+    "profiler", "nsys_mode", "experiment", "baseline_run_id", "nsys_rep", "nsys_sqlite", "artifacts",
+)  # fmt: skip
+# what a run keeps in `extra` (stored as its summary): capture.finish's phase figures, first step and energy,
+# the power notes, --memory, the machine's load, torch.compile's counters, generate's serving figures,
+# optimize's part, a program's command, exit code and capture range, a run across ranks; and the serving
+# figures generate kept beside them before `serving` held them
+EXTRA_FIELDS = (
+    "phases", "first_step_ns", "first_step_phases", "compile_ns", "compile_phases_ns", "steady_phases_ns",
+    "energy", "energy_summary", "power_notes", "memory", "artifacts", "machine", "inductor_cache", "dynamo",
+    "serving", "optimize", "command", "exit_code", CAPTURE_RANGE, "ranks", "world_size", "failed_rank",
+)  # fmt: skip
+OLD_SERVING = ("ttft_ns", "per_token_ns", "decode_tokens_per_s")
+# harness.core.env.collect's fields, and a program's run's (harness.experiments.program)
+ENV_FIELDS = (
+    "harness", "git_commit", "host", "platform", "python", "torch", "cuda", "nvtx_emitter", "cpu_threads",
+    "device_name", "cudnn", "driver", "nsys",
+)  # fmt: skip
 SIGNALS = 64  # a program killed by signal N exits -N (SIGRTMAX is 64)
 OPTIMIZE_ROLES = ("timed", "capture")  # harness.experiments.optimize's parts of a run
 OPTIMIZE_FINAL = "final"  # its check of the changes kept, stacked, against the baseline
@@ -164,7 +185,7 @@ def check_result(result: RunResult) -> None:
     if result.peak_memory_bytes is not None:
         whole(result.peak_memory_bytes, "peak_memory_bytes")
     extra = mapping(result.extra, "extra")
-    mapping(result.env, "env")
+    only(mapping(result.env, "env"), ENV_FIELDS, "env")
     energy = mapping(extra.get("energy_summary") or {}, "extra.energy_summary")
     for name in RUN_ENERGY_FIELDS:
         value = energy.get(name)
@@ -179,6 +200,9 @@ def check_result(result: RunResult) -> None:
     for name, why in UNWRITTEN.items():
         if name in extra:
             raise fail(f"extra.{name}", f"is in the file: {why}")
+    only(extra, (*EXTRA_FIELDS, *OLD_SERVING), "extra")
+    for name in OLD_SERVING:
+        figure(extra.get(name), f"extra.{name}")
     check_extra(extra, phases, power=result.config.power)
 
 
@@ -380,6 +404,7 @@ def check_steps(result: RunResult) -> None:
 def check_save(save: dict[str, Any], profilers: Sequence[str]) -> None:
     """What the run is stored with; its profiler one of `profilers` (harness.profilers.registry's names: the
     store, below the profilers, is told them)."""
+    only(save, SAVE_FIELDS, "save")
     one_of(save.get("profiler") or "none", tuple(profilers), "save.profiler")
     for name in ("nsys_mode", "experiment"):
         text(save.get(name), f"save.{name}", optional=True, plain=True)
