@@ -15,6 +15,7 @@ from harness.cli.common import (
     WideOpt,
     cli_errors,
     file_option,
+    in_the_way,
     note,
     on_command_line,
     refuse_inputs,
@@ -33,7 +34,7 @@ from harness.cli.options import (
     PrecisionOpt,
 )
 from harness.cli.terminal.output import Format, emit_many
-from harness.core.errors import HarnessError, UsageError, os_reason
+from harness.core.errors import HarnessError, UsageError
 from harness.experiments import roofline
 from harness.store import results as results_db
 from harness.store.blocks import resolve
@@ -148,7 +149,7 @@ def roofline_cmd(
         try:
             roofline.write_page(report, html)
         except OSError as e:
-            raise HarnessError(f"cannot write {html}: {os_reason(html, e)}") from None
+            raise HarnessError(f"cannot write {html}: {in_the_way(html, e, folder=False)}") from None
         note(f"roofline written to {html}")
 
 
