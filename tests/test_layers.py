@@ -109,11 +109,6 @@ BORDER = {
     "harness.execution.compiled": "eager and compiled runs compared (`compare-compile`)",
     # analysis's errors and its rules for written files
     "harness.cli.common": "the CLI's error handler; where a written file may go (--db's too: not the output)",
-    # why a folder the harness makes cannot be, in the words of analysis.outputs (harness/core may not
-    # import analysis, nor analysis harness: the one wording lives in analysis's floor)
-    "harness.profilers.base": "the profile folder",
-    "harness.execution.nsys.launch": "the folder of a report named with --nsys-arg=--output",
-    "harness.store.database": "the results database's folder",
 }
 
 

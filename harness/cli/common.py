@@ -24,7 +24,6 @@ from analysis.errors import WHOLE as WHOLE
 from analysis.errors import AnalysisError
 from analysis.errors import comma_list as comma_list
 from analysis.outputs import OutputRefused, refuse_folder_name, refuse_streams_over, refuse_unmakeable
-from analysis.outputs import in_the_way as in_the_way
 from analysis.outputs import is_stdout as is_stdout
 from analysis.outputs import is_stream as is_stream
 from analysis.outputs import make_folders as make_folders
@@ -34,7 +33,7 @@ from analysis.outputs import write_text as write_text
 from harness.cli.terminal.output import Format, say
 from harness.core import signals
 from harness.core.bounds import INT64_MAX, check_count
-from harness.core.errors import EMPTY_RUN_ID, HarnessError, UsageError
+from harness.core.errors import EMPTY_RUN_ID, HarnessError, UsageError, os_reason
 from harness.store.location import resolve_url, sqlite_file
 from workloads.names import NOT_APPLICABLE, PRECISIONS
 
@@ -390,8 +389,9 @@ def writing(path: Path, option: str) -> Iterator[None]:
     try:
         yield
     except OSError as e:
-        why = in_the_way(Path(path), e, folder=False)
-        raise HarnessError(f"cannot write {path}: {why}; pass {option} to a writable path") from None
+        raise HarnessError(
+            f"cannot write {path}: {os_reason(Path(path), e)}; pass {option} to a writable path"
+        ) from None
 
 
 def err(message: str, *, lines: bool = True) -> None:

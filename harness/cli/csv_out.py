@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from harness.cli.common import in_the_way, make_folders, note, refuse_inputs, warn, write_text
+from harness.cli.common import make_folders, note, refuse_inputs, warn, write_text
 from harness.cli.terminal.output import Format, emit
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, os_reason
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,7 +58,7 @@ def write_folder(
             write_text(path, text.getvalue())
     except OSError as e:
         raise HarnessError(
-            f"cannot write CSV files into {folder}: {in_the_way(Path(folder), e)}", exit_code=2
+            f"cannot write CSV files into {folder}: {os_reason(Path(folder), e)}", exit_code=2
         ) from None
     return paths
 

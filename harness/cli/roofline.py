@@ -15,7 +15,6 @@ from harness.cli.common import (
     WideOpt,
     cli_errors,
     file_option,
-    in_the_way,
     note,
     on_command_line,
     refuse_inputs,
@@ -34,7 +33,7 @@ from harness.cli.options import (
     PrecisionOpt,
 )
 from harness.cli.terminal.output import Format, emit_many
-from harness.core.errors import HarnessError, UsageError
+from harness.core.errors import HarnessError, UsageError, os_reason
 from harness.experiments import roofline
 from harness.store import results as results_db
 from harness.store.blocks import resolve
@@ -149,7 +148,7 @@ def roofline_cmd(
         try:
             roofline.write_page(report, html)
         except OSError as e:
-            raise HarnessError(f"cannot write {html}: {in_the_way(html, e, folder=False)}") from None
+            raise HarnessError(f"cannot write {html}: {os_reason(html, e)}") from None
         note(f"roofline written to {html}")
 
 

@@ -11,11 +11,11 @@ from analysis import dashboard
 from analysis.advice.verdict import failed_captures
 from analysis.dashboard.runs import ALTERED
 from analysis.errors import ExportError
-from analysis.outputs import in_the_way, refuse_inputs, shown
+from analysis.outputs import refuse_inputs, shown
 from analysis.trace.exports import files_read, open_source, said_on_error, sqlite_for
 from analysis.trace.opening import require_events
 from analysis.views import chrome_trace, timeline
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, os_reason
 from harness.core.signals import sigterm_raises
 from harness.execution.compiled import with_setup
 from harness.execution.nsys import export_report
@@ -104,7 +104,7 @@ def _written(data: DashboardData, out: Path, *, scope: Literal["all", "profile"]
         raise  # `-o - | head`: ended quietly, as a table piped to head is
     except OSError as e:
         raise HarnessError(
-            f"cannot write {shown(out)}: {in_the_way(out, e, folder=False)}; pass --out to a writable path"
+            f"cannot write {shown(out)}: {os_reason(out, e)}; pass --out to a writable path"
         ) from None
 
 

@@ -11,9 +11,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
-from analysis.outputs import in_the_way
 from harness.core import machine
-from harness.core.errors import NsysError
+from harness.core.errors import NsysError, os_reason
 from harness.core.records import RunConfig, RunResult
 from harness.execution.ranks import multirank
 
@@ -139,7 +138,7 @@ def check_writable(folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise NsysError(
-            f"cannot create profile folder {folder}: {in_the_way(folder, e)}; pass --profile-dir"
+            f"cannot create profile folder {folder}: {os_reason(folder, e)}; pass --profile-dir"
         ) from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise NsysError(f"profile folder {folder} is not writable; pass --profile-dir to write elsewhere")

@@ -21,9 +21,8 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from analysis.outputs import in_the_way
 from harness.core import signals
-from harness.core.errors import HarnessError, first_line
+from harness.core.errors import HarnessError, first_line, os_reason
 from harness.store import dbfaults, migrations, stored_check
 from harness.store.location import describe_url, in_memory, missing_database, resolve_url, sqlite_file
 from harness.store.schema import (
@@ -171,7 +170,7 @@ class Database:
         except (ArgumentError, ValueError) as e:
             raise HarnessError(f"not a database URL: {self.where} ({first_line(e)})") from None
         except OSError as e:
-            reason = in_the_way(self.file.parent, e) if self.file else e.strerror or e
+            reason = os_reason(self.file.parent, e) if self.file else e.strerror or e
             raise dbfaults.cannot_open(self.where, reason) from None
 
     def _check_schema(self) -> None:

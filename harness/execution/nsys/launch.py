@@ -8,8 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.outputs import in_the_way
-from harness.core.errors import NsysError
+from harness.core.errors import NsysError, os_reason
 from harness.core.signals import name
 from harness.execution import supervisor
 from harness.execution.nsys.export import (
@@ -237,7 +236,7 @@ def profile(
             base.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise NsysError(
-                f"cannot create the report's folder {base.parent}: {in_the_way(base.parent, e)}"
+                f"cannot create the report's folder {base.parent}: {os_reason(base.parent, e)}"
             ) from None
     notes: list[str] = []
 
