@@ -23,7 +23,9 @@ from analysis import tables
 from analysis.compare.overhead import overhead_table
 from analysis.ranks.ranks import imbalance_table, straggler_table
 from harness.cli import app, commands, load
-from harness.cli.terminal.fit import distinct, rich_table
+from harness.cli.terminal.fit import rich_table
+from harness.cli.terminal.text import distinct
+from harness.core.records import RunResult
 from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
@@ -104,13 +106,10 @@ def test_overhead_keeps_the_baseline_beside_each_profiled_time(width: int) -> No
     needed = ["Phase", "no nsys Avg (ms)", "nsys light Avg (ms)", "nsys light overhead (%)",
               "nsys full Avg (ms)", "nsys full overhead (%)"]  # fmt: skip
     fitted = rich_table(_two_modes(), width)
-    shown = [str(c.header) for c in fitted.table.columns]
-    assert [h for h in shown if h in needed] == needed, (width, shown)
+    assert [h for h in fitted.shown if h in needed] == needed, (width, fitted.shown)
     assert fitted.dropped and set(fitted.dropped).isdisjoint(needed)
     one = rich_table(_noisy_overhead(), width)
-    assert {"no nsys Avg (ms)", "nsys light Avg (ms)", "nsys light overhead (%)"} <= {
-        str(c.header) for c in one.table.columns
-    }, width
+    assert {"no nsys Avg (ms)", "nsys light Avg (ms)", "nsys light overhead (%)"} <= set(one.shown), width
 
 
 def test_overhead_verdicts_read_whole_at_80_columns() -> None:
@@ -135,6 +134,79 @@ def test_overhead_verdicts_read_whole_at_80_columns() -> None:
     assert "…" not in text
     column = [line.strip("│").split("│")[-1].strip() for line in text.splitlines() if line.startswith("│")]
     assert " ".join(c for c in column if c) == " ".join(verdicts)
+
+
+def test_overhead_of_run_nsys_fits_60_columns_its_verdicts_whole() -> None:
+    """`run --nsys`'s overhead table of a noisy CPU run drew 64 cells wide at 60 columns, its verdicts cut
+    at 12 cells (`inconclusive` and `: the noise` on two lines). The table now leaves off its outer border
+    and abbreviates `overhead`: it fits, and each verdict reads whole."""
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    table = _noisy_overhead()
+    fitted = rich_table(table, 60)
+    console = Console(width=60, record=True, file=io.StringIO())
+    console.print(fitted.table)
+    text = console.export_text()
+    assert max(cell_len(line) for line in text.splitlines()) <= 60, text
+    assert fitted.notes == ["headers abbreviated to fit: ovhd = overhead"]
+    rows = [[c.strip() for c in line.split("│")] for line in text.splitlines() if "│" in line]
+    assert " ".join(r[-1] for r in rows if r[-1]) == " ".join(table["nsys light verdict"])
+    means = [f"{v / 1e6:,.3f}" for v in table["no nsys Avg (ns)"]]
+    assert [r[1] for r in rows if r[0]] == means  # the baseline's time, whole
+
+
+def test_a_table_too_wide_for_its_kept_columns_abbreviates_their_headers() -> None:
+    """Columns that are never left out, their numbers narrower than their headers' words: on a terminal
+    too narrow for them the headers' long words are abbreviated, each alike in every header (the usual
+    short form, else the word's head and a dot), a note gives them whole, and no number is cut."""
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    df = pd.DataFrame({
+        "Kernel": ["gemm", "softmax"],
+        "Compute utilization (%)": [91.5, 12.0],
+        "Memory utilization (%)": [40.25, 88.0],
+        "Occupancy achieved (%)": [50.0, 75.5],
+        "Occupancy theoretical (%)": [100.0, 100.0],
+    })  # fmt: skip
+    df.attrs["deciding"] = list(df.columns)
+    fitted = rich_table(df, 40)
+    console = Console(width=40, record=True, file=io.StringIO())
+    console.print(fitted.table)
+    text = console.export_text()
+    assert max(cell_len(line) for line in text.splitlines()) <= 40, text
+    assert fitted.shown == list(df.columns) and not fitted.dropped
+    headers = [str(c.header) for c in fitted.table.columns]
+    assert headers[1:] == ["Comp util (%)", "Mem util (%)", "Occu. achi. (%)", "Occu. theo. (%)"], headers
+    assert fitted.notes == [
+        "headers abbreviated to fit: Comp = Compute, util = utilization, Mem = Memory, Occu. = Occupancy, "
+        "achi. = achieved, theo. = theoretical"
+    ], fitted.notes
+    cells = [[c.strip() for c in line.split("│")] for line in text.splitlines() if "│" in line]
+    assert cells == [["gemm", "91.5", "40.2", "50.0", "100.0"], ["softmax", "12.0", "88.0", "75.5", "100.0"]]
+    assert rich_table(df, 120).table.show_edge and rich_table(df, 120).notes == []
+
+
+def test_diff_fits_60_columns(tmp_db: str) -> None:
+    """`harness diff` of two runs of steps near two seconds (a CPU's) on a 60-column terminal drew 64 cells
+    wide: its phase, verdict, both means and Δ are kept, each figure whole, within 60 cells."""
+    from rich.cells import cell_len
+
+    def slow(run: RunResult) -> RunResult:  # steps 100 times as long
+        for s in run.steps:
+            s.phases = {p: ns * 100 for p, ns in s.phases.items()}
+        return run
+
+    store = ResultsStore(tmp_db)
+    measure_drift(store, slow(make_run("aa", noise=0.01, seed=5)))
+    save_run(store, slow(make_run("base-1", noise=0.01, seed=1)))
+    save_run(store, slow(make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2)))
+    out = runner.invoke(app, ["diff", "base-1", "slow-1"], env={"COLUMNS": "60", "LINES": "60"}).stdout
+    assert max(cell_len(line) for line in out.splitlines()) <= 60, out
+    rows = [[c.strip() for c in line.strip(" │").split("│")] for line in out.splitlines() if "│" in line]
+    backward = next(r for r in rows if r[0] == "backward")
+    assert backward[1:5] == ["regression", "1,998.750", "2,201.958", "10.2"], out  # Verdict, means, Δ
 
 
 def test_roofline_of_a_cpu_run_leaves_out_the_empty_columns_first(tmp_db: str) -> None:
@@ -271,7 +343,7 @@ def test_overhead_at_80_columns_keeps_its_deciding_column_and_both_bounds_or_nei
     assert {"Phase", "nsys light overhead (%)", "nsys light verdict", "nsys light Avg (ms)"} <= set(shown)
     low, high = "nsys light CI low (%)", "nsys light CI high (%)"
     for width in range(60, 221):
-        kept = {str(c.header) for c in rich_table(table, width).table.columns}
+        kept = set(rich_table(table, width).shown)
         assert (low in kept) == (high in kept), (width, kept)
         assert "nsys light overhead (%)" in kept, width
 

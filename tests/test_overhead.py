@@ -156,20 +156,17 @@ def test_the_title_names_the_decode_path() -> None:
     assert workload_of(replace(generate, compile=True)) == "small generate (torch.compile)"
 
 
-def test_each_modes_whole_step_verdict_is_named(
-    monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str
-) -> None:
-    """`overhead --nsys-mode light,full`: the whole-step notes were `whole steps: inconclusive: …` and
-    `whole steps: nsys full adds …`, the first naming no mode. Each line says whose it is."""
-    from typer.testing import CliRunner
-
-    from harness.cli import app
+def _two_modes_measured(monkeypatch: pytest.MonkeyPatch, nsys_bin: str) -> list[pd.DataFrame]:
+    """`harness overhead` measuring nothing: its result, of `--nsys-mode light,full`, made of known steps
+    (light: its two runs 20% apart, inconclusive; full: 1.5 times the baseline, its runs 1% apart). The
+    list the table it prints is put in."""
     from harness.core.records import RunResult, StepRecord
     from harness.experiments import overhead
 
+    made: list[pd.DataFrame] = []
+
     def measure(config, profiler, options, **_):  # type: ignore[no-untyped-def]
         runs = []
-        # light: its two runs 20% apart (inconclusive); full: 1.5 times the baseline, its runs 1% apart
         scales = [("no nsys", 1.0), ("nsys light", 0.9), ("nsys full", 1.5)]
         scales += [("no nsys", 1.01), ("nsys light", 1.1), ("nsys full", 1.515)]
         for i, (label, scale) in enumerate(scales):
@@ -178,16 +175,61 @@ def test_each_modes_whole_step_verdict_is_named(
             runs.append((label, i // 3, result))
         steps = overhead.step_table(runs)
         found = headline(steps, PHASES, "no nsys")
-        table = overhead_table(steps, PHASES, "no nsys")
-        return overhead.OverheadResult("overhead-x", runs, table, [], None, found, "nsys")
+        made.append(overhead_table(steps, PHASES, "no nsys"))
+        return overhead.OverheadResult("overhead-x", runs, made[-1], [], None, found, "nsys")
 
     monkeypatch.setattr(overhead, "measure_overhead", measure)
     monkeypatch.setenv("HARNESS_NSYS", nsys_bin)  # the command checks nsys before it measures
+    return made
+
+
+def _overhead_cli(tmp_db: str, columns: int) -> str:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
     args = ["overhead", "char", "--device", "cpu", "--nsys-mode", "light,full", "--db", tmp_db]
-    r = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    r = CliRunner().invoke(app, args, env={"COLUMNS": str(columns)})
     assert r.exit_code == 0, r.output
-    said = [line for line in r.stdout.splitlines() if line.startswith("note: whole steps")]
+    return r.stdout
+
+
+def test_each_modes_whole_step_verdict_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str
+) -> None:
+    """`overhead --nsys-mode light,full`: the whole-step notes were `whole steps: inconclusive: …` and
+    `whole steps: nsys full adds …`, the first naming no mode. Each line says whose it is."""
+    _two_modes_measured(monkeypatch, nsys_bin)
+    said = [line for line in _overhead_cli(tmp_db, 200).splitlines() if line.startswith("note: whole steps")]
     assert said == [
         "note: whole steps, nsys light: inconclusive: the noise (±160.8%) is larger than the effect",
         "note: whole steps: nsys full adds 50.0% (CI +45.5…+54.6%)",
     ], said
+
+
+def test_both_modes_fit_60_columns_with_every_figure_whole(
+    monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str
+) -> None:
+    """`overhead --nsys-mode light,full` on a 60-column terminal drew its table 66 cells wide: the header
+    word `overhead` held two columns of `50.0` at 8 cells. Its header words are abbreviated now (a note
+    says so), and each phase's row holds the baseline's time, both modes' times and their overheads."""
+    from rich.cells import cell_len
+
+    made = _two_modes_measured(monkeypatch, nsys_bin)
+    out = _overhead_cli(tmp_db, 60)
+    assert max(cell_len(line) for line in out.splitlines()) <= 60, out
+    assert "note: headers abbreviated to fit: ovhd = overhead" in out
+    (table,) = made
+    cells = [[c.strip() for c in line.split("│")] for line in out.splitlines() if "│" in line]
+    rows = {r[0]: r for r in cells}
+
+    def ms(v: float) -> str:
+        return f"{v / 1e6:,.3f}"
+
+    for row in table.to_dict("records"):
+        shown = rows[row["Phase"]]
+        light, full = row["nsys light overhead (%)"], row["nsys full overhead (%)"]
+        assert shown == [
+            row["Phase"], ms(row["no nsys Avg (ns)"]), ms(row["nsys light Avg (ns)"]),
+            "—" if math.isnan(light) else f"{light:.1f}", ms(row["nsys full Avg (ns)"]), f"{full:.1f}",
+        ], out  # fmt: skip

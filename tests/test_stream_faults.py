@@ -20,7 +20,7 @@ from test_escaping import renamed
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.cli.terminal.fit import CONTROL
+from harness.cli.terminal.text import CONTROL
 
 pytestmark = pytest.mark.attack
 runner = CliRunner()
@@ -145,7 +145,7 @@ def test_invisible_characters_in_names_are_escaped(a100_export: Path, tmp_path: 
 
 
 def test_every_invisible_character_is_in_the_class() -> None:
-    """fit.CONTROL holds every character of Unicode's control, format, line and paragraph separator and
+    """text.CONTROL holds every character of Unicode's control, format, line and paragraph separator and
     surrogate categories (as this Python's unicodedata knows them)."""
     missing = [
         f"U+{cp:04X}"

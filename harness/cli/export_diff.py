@@ -25,7 +25,6 @@ from harness.cli.common import count_option, err, given_or_left_out, warn
 from harness.cli.csv_out import write_csv
 from harness.cli.nvtx_options import NvtxBy
 from harness.cli.option_group import F, option_group
-from harness.cli.terminal.fit import distinct
 from harness.cli.terminal.output import (
     console_for,
     emit,
@@ -34,6 +33,7 @@ from harness.cli.terminal.output import (
     print_lines,
     to_records,
 )
+from harness.cli.terminal.text import distinct
 
 if TYPE_CHECKING:
     import pandas as pd

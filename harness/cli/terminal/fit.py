@@ -4,22 +4,26 @@ empty in every row, then by `rank`, or by a table's own `priority` (its `setting
 first, those alike last). A table's `deciding` columns (the verdict, the B side of a comparison, the
 measured value) are never left out, nor a `status` column where a row is not ok (an OOM or interrupted
 row's empty figures would read as numbers missing for no reason), nor either column of a table of two (a
-field and its value)."""
+field and its value). Where the columns kept do not fit even so, the table loses its outer border, then
+its headers' long words are abbreviated (a note gives them whole), then names are shortened further; a
+number is never cut."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from harness.cli.terminal.text import MAX_TEXT, OUTPUT, abbreviation, distinct, visible
 
 if TYPE_CHECKING:
     import pandas as pd
     from rich.table import Table
 
-MAX_TEXT = 72  # a name never takes more than this, even on a wide terminal (unless wide=True)
 COMFORTABLE = 30  # names and sentences are shortened to this before any column is left out
 NARROWEST = 12  # ... and to this when even the most important column alone does not fit
+TIGHTEST = 8  # ... and towards this, the fewest names first, when the kept columns do not fit at NARROWEST
 FEWEST_ROWS = 5  # a table fitted to a short terminal still shows this many rows
 # `limit` of a command without a --limit option: rows fit the terminal, and the note does not offer --limit
 FIT: Any = "fit"
@@ -40,88 +44,6 @@ COUNTS = frozenset(
 EMPTY = "—"  # a cell with no value
 STATUS = "status"  # a row's status (any case): kept where some row's is not OK
 
-# Every character that is not shown as itself: controls (C0, C1, DEL), format characters (the bidi
-# marks, overrides and isolates that reorder what a terminal shows, zero-width spaces and joiners, the soft
-# hyphen, the byte-order mark, tags), the line and paragraph separators (U+2028, U+2029) and lone
-# surrogates (a file name of invalid UTF-8): Unicode's categories Cc, Cf, Zl, Zp and Cs
-# (tests/test_stream_faults.py checks this class against unicodedata).
-CONTROL = re.compile(
-    "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
-    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
-    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
-)
-_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-# The output's encoding where it lacks the harness's own characters (harness.cli.terminal.streams): names
-# are then shortened with ASCII dots, and text is made to fit it before it is measured
-_OUTPUT: dict[str, Any] = {"encoding": None, "ellipsis": "…", "empty": "—"}
-
-
-def use_encoding(encoding: str | None, errors: str = "backslashreplace") -> None:
-    """Draw for an output in `encoding` (None: one that holds every character), whose characters it lacks
-    `errors` (a codec error handler) replaces."""
-    _OUTPUT.update(
-        encoding=encoding,
-        errors=errors,
-        ellipsis="…" if can_encode("…", encoding) else "...",
-        empty="—" if can_encode("—", encoding) else "-",
-    )
-
-
-def can_encode(text: str, encoding: str | None) -> bool:
-    """Whether an output in `encoding` (None: UTF-8) holds every character of `text`."""
-    try:
-        text.encode(encoding or "utf-8")
-    except (UnicodeError, LookupError):
-        return False
-    return True
-
-
-def visible(text: str, keep: str = "") -> str:
-    """`text` with control characters (ESC, BEL, NUL, newlines, …) as visible escapes, except those in `keep`.
-
-    A name from an export can then neither move the cursor nor retitle the terminal nor break a table row.
-    """
-
-    def sub(m: re.Match[str]) -> str:
-        c = m.group()
-        if c in keep:
-            return c
-        code = ord(c)
-        return _NAMED.get(c) or (
-            f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-        )
-
-    out = CONTROL.sub(sub, text)
-    encoding = _OUTPUT["encoding"]
-    if encoding is not None:  # what the output cannot hold, as it will be written (before it is measured)
-        out = out.encode(encoding, _OUTPUT["errors"]).decode(encoding)
-    return out
-
-
-def shorten(text: str, width: int = MAX_TEXT) -> str:
-    """Keep the head and tail of a long name (kernel names differ at both ends)."""
-    if len(text) <= width:
-        return text
-    mark = _OUTPUT["ellipsis"]
-    if width <= len(mark):
-        return mark[:width]
-    room = width - len(mark)
-    head = _cut(text, room * 2 // 3, back=True)
-    tail = len(text) - _cut(text, len(text) - (room - room * 2 // 3), back=False)
-    return f"{text[:head]}{mark}{text[len(text) - tail :]}" if tail else f"{text[:head]}{mark}"
-
-
-ESCAPE = re.compile(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|[tnr])")  # what visible() writes
-
-
-def _cut(text: str, at: int, back: bool) -> int:
-    """`at`, or where an escape of visible() that `at` falls inside starts (`back`) or ends: a name is
-    never cut through `\\x1b`."""
-    for m in ESCAPE.finditer(text, max(0, at - 10), at + 10):
-        if m.start() < at < m.end():
-            return m.start() if back else m.end()
-    return at
-
 
 def _cell(
     value: Any, ns_column: bool, pct_column: bool, digits: int = 1, ident: bool = False
@@ -130,7 +52,7 @@ def _cell(
     import math
 
     if value is None or type(value).__name__ == "NAType" or (isinstance(value, float) and math.isnan(value)):
-        return _OUTPUT["empty"], False  # pandas' NA too (nullable integer columns): never printed as <NA>
+        return OUTPUT["empty"], False  # pandas' NA too (nullable integer columns): never printed as <NA>
     if isinstance(value, bool):
         return ("yes" if value else "no"), False
     if ns_column and isinstance(value, int | float):
@@ -184,6 +106,8 @@ class _Column:
     natural: int
     comfortable: int
     narrowest: int
+    fill: int  # what its cells take, its header aside
+    least: int  # ... and the least they take on a terminal too narrow for NARROWEST (TIGHTEST names)
 
 
 def _columns(df: pd.DataFrame, wide: bool) -> list[_Column]:
@@ -214,7 +138,8 @@ def _columns(df: pd.DataFrame, wide: bool) -> list[_Column]:
         word = max((cell_len(w) for w in header.split()), default=0)
         widest = max((cell_len(t) for t in texts), default=0)
         kind = "wrap" if name in wrapped else "fixed" if numeric or name in whole else "shorten"
-        natural = max(word, widest if wide or kind != "shorten" else min(widest, MAX_TEXT))
+        fill = widest if wide or kind != "shorten" else min(widest, MAX_TEXT)
+        natural = max(word, fill)
         flexible = kind != "fixed"
         out.append(
             _Column(
@@ -227,15 +152,26 @@ def _columns(df: pd.DataFrame, wide: bool) -> list[_Column]:
                 if flexible
                 else natural,
                 narrowest=max(word, min(natural, NARROWEST)) if flexible else natural,
+                fill=fill,
+                least=min(fill, TIGHTEST if kind == "shorten" else NARROWEST) if flexible else fill,
             )
         )
     return out
 
 
-def table_width(widths: Iterable[int]) -> int:
-    """Width of a boxed table with these column widths: a border and one space of padding each side."""
+def table_width(widths: Iterable[int], edge: bool = True) -> int:
+    """Width of a boxed table with these column widths: a border and one space of padding each side (no
+    outer border without `edge`)."""
     widths = list(widths)
-    return sum(widths) + 3 * len(widths) + 1
+    return sum(widths) + 3 * len(widths) + (1 if edge else -1)
+
+
+@dataclass
+class Layout:
+    shown: list[int]  # the columns shown, in table order
+    widths: list[int]
+    edge: bool = True  # the table's outer border, left off where the kept columns need its two cells
+    short: dict[str, str] = field(default_factory=dict)  # header words abbreviated to fit: word -> short
 
 
 def fit(
@@ -244,17 +180,18 @@ def fit(
     budget: int,
     keep: int = 1,
     together: Sequence[Sequence[int]] = (),
-) -> tuple[list[int], list[int]]:
-    """Which columns to show (indices, table order) and their widths so the table fits `budget` cells.
+) -> Layout:
+    """Which columns to show and their widths so the table fits `budget` cells.
 
     Names are shortened to COMFORTABLE first; then the least important columns (end of `order`) are left
-    out, the columns of a group in `together` (an interval's bounds) all at once; then names get the room
-    left, the most important first. The first `keep` of `order` (the most important column, or the
-    deciding ones) always stay.
+    out, the columns of a group in `together` (an interval's bounds) all at once; then names are shortened
+    to NARROWEST; then the kept columns are made narrower still (`_tight`). Names get the room left, the
+    most important first. The first `keep` of `order` (the most important column, or the deciding ones)
+    always stay.
     """
     natural = [c.natural for c in columns]
     if table_width(natural) <= budget:
-        return list(range(len(columns))), natural
+        return Layout(list(range(len(columns))), natural)
     group = {i: set(g) for g in together for i in g}
     shown = list(order)
     kept = {j for i in order[: max(keep, 1)] for j in group.get(i, {i})}
@@ -265,13 +202,62 @@ def fit(
         shown = [i for i in shown if i not in group.get(left[-1], {left[-1]})]
     floor = "comfortable" if table_width(columns[i].comfortable for i in shown) <= budget else "narrowest"
     widths = {i: getattr(columns[i], floor) for i in shown}
-    room = budget - table_width(widths.values())
-    for i in shown:  # most important first
-        grow = max(0, min(room, columns[i].natural - widths[i]))
-        widths[i] += grow
+    if table_width(widths.values()) > budget:
+        tight = _tight(columns, shown, budget)
+        if tight is not None:
+            return tight
+    return _grown(Layout(shown, [widths[i] for i in shown]), [columns[i].natural for i in shown], budget)
+
+
+def _grown(layout: Layout, natural: Sequence[int], budget: int) -> Layout:
+    """`layout` (its columns most important first) with the room left given to them in that order, up to
+    their `natural` widths, then put in table order."""
+    widths = list(layout.widths)
+    room = budget - table_width(widths, layout.edge)
+    for n, most in enumerate(natural):
+        grow = max(0, min(room, most - widths[n]))
+        widths[n] += grow
         room -= grow
-    keep = sorted(shown)
-    return keep, [widths[i] for i in keep]
+    order = sorted(range(len(widths)), key=lambda n: layout.shown[n])
+    return Layout([layout.shown[n] for n in order], [widths[n] for n in order], layout.edge, layout.short)
+
+
+def _tight(columns: Sequence[_Column], shown: Sequence[int], budget: int) -> Layout | None:
+    """The kept columns (most important first) on a terminal too narrow for them at NARROWEST, or None
+    where even this does not fit (the terminal then wraps the table's lines: numbers are never cut). In
+    turn until they fit: the table's outer border left off; the header words that save the most abbreviated
+    (each alike in every header, as text.abbreviation writes it); names below NARROWEST, towards TIGHTEST,
+    the column that cuts the fewest names first."""
+    from rich.cells import cell_len
+
+    short: dict[str, str] = {}
+    floor = {i: max(columns[i].least, min(columns[i].fill, NARROWEST)) for i in shown}
+
+    def width(i: int, words: dict[str, str]) -> int:
+        head = (cell_len(words.get(w, w)) for w in columns[i].header.split())
+        return max(floor[i], max(head, default=0))
+
+    def total(words: dict[str, str]) -> int:
+        return table_width((width(i, words) for i in shown), edge=False)
+
+    words = {w for i in shown for w in columns[i].header.split()}
+    options = {w: a for w in words if (a := abbreviation(w)) is not None and cell_len(a) < cell_len(w)}
+    while total(short) > budget and options:
+        best = min(options, key=lambda w: (total({**short, w: options[w]}), w))
+        if total({**short, best: options[best]}) >= total(short):
+            break
+        short[best] = options.pop(best)
+    while total(short) > budget:
+        names = [i for i in shown if floor[i] > columns[i].least and width(i, short) == floor[i]]
+        if not names:
+            return None
+        # the fewest names cut, then the widest column, then the least important
+        cut = {i: sum(cell_len(t) >= floor[i] for t in columns[i].cells) for i in names}
+        i = min(names, key=lambda i: (cut[i], -floor[i], -shown.index(i)))
+        floor[i] -= 1
+    # the room left goes to names, never to a header whose words were abbreviated
+    natural = [max(width(i, short), columns[i].fill) for i in shown]
+    return _grown(Layout(list(shown), [width(i, short) for i in shown], False, short), natural, budget)
 
 
 _BOUND = re.compile(r"\bCI (low|Low|LOW)\b")
@@ -350,50 +336,6 @@ def _not_ok(df: pd.DataFrame) -> list[int]:
     return out
 
 
-def _around(text: str, start: int, width: int) -> str:
-    """`text` in `width` cells keeping its head, its tail and the part from `start` on (where it differs
-    from names that shorten alike)."""
-    mark = _OUTPUT["ellipsis"]
-    room = width - 2 * len(mark)
-    head, tail = max(1, room // 3), max(1, room // 4)
-    middle = room - head - tail
-    if middle < 1 or start <= head:
-        return shorten(text, width)
-    if start + middle >= len(text) - tail:  # the difference is near the end: keep the end whole
-        return f"{text[:head]}{mark}{text[-(width - head - len(mark)) :]}"
-    return f"{text[:head]}{mark}{text[start : start + middle]}{mark}{text[-tail:]}"
-
-
-def _common_head(texts: Sequence[str]) -> int:
-    """How many leading characters all `texts` share."""
-    n = min(len(t) for t in texts)
-    return next((i for i in range(n) if len({t[i] for t in texts}) > 1), n)
-
-
-def distinct(texts: Sequence[str], width: int) -> tuple[list[str], list[str]]:
-    """`texts` shortened to `width`, different names staying different: where two shorten alike, the part
-    where they differ is kept; where even that is not enough, they are numbered (`#1`) and the second list
-    holds the full names (`#1: …`) for a note."""
-    short = {t: shorten(t, width) for t in dict.fromkeys(texts)}
-    alike: dict[str, list[str]] = {}
-    for t, s in short.items():
-        alike.setdefault(s, []).append(t)
-    for group in (g for g in alike.values() if len(g) > 1):
-        start = max(0, _common_head(group) - 2)  # two characters of context
-        for t in group:
-            short[t] = _around(t, start, width)
-    full: list[str] = []
-    seen: dict[str, list[str]] = {}
-    for t, s in short.items():
-        seen.setdefault(s, []).append(t)
-    for group in (g for g in seen.values() if len(g) > 1):
-        for t in group:
-            mark = f" #{len(full) + 1}"
-            short[t] = shorten(t, max(1, width - len(mark))) + mark
-            full.append(f"{mark.strip()}: {t}")
-    return [short[t] for t in texts], full
-
-
 def _alike(
     columns: Sequence[_Column], shown: Sequence[int], cells: dict[int, list[str]], order: Sequence[int]
 ) -> list[int]:
@@ -444,7 +386,8 @@ def _cells(
 class Fitted:
     table: Table
     dropped: list[str]  # headers of the columns left out
-    notes: list[str]  # the full names of numbered ones
+    notes: list[str]  # the full names of numbered ones, the abbreviated header words in full
+    shown: list[str]  # the headers of the columns shown, whole
 
 
 def rich_table(df: pd.DataFrame, width: int | None = None) -> Fitted:
@@ -456,28 +399,30 @@ def rich_table(df: pd.DataFrame, width: int | None = None) -> Fitted:
 
     columns = _columns(df, wide=width is None)
     if width is None:
-        shown, widths = list(range(len(columns))), [c.natural for c in columns]
-        cells, notes = _cells(columns, shown, widths)
+        layout = Layout(list(range(len(columns))), [c.natural for c in columns])
+        cells, notes = _cells(columns, layout.shown, layout.widths)
     else:
-        empty = {i for i, c in enumerate(columns) if c.cells and all(t == _OUTPUT["empty"] for t in c.cells)}
+        empty = {i for i, c in enumerate(columns) if c.cells and all(t == OUTPUT["empty"] for t in c.cells)}
         order, keep = _order(df, empty)
         if len(order) == 2:  # a label alone says nothing: `show`'s fields without their values
             keep = 2
         together = intervals([str(c) for c in df.columns])
-        shown, widths = fit(columns, order, width, keep, together)
-        cells, notes = _cells(columns, shown, widths)
-        apart = _alike(columns, shown, cells, order)
+        layout = fit(columns, order, width, keep, together)
+        cells, notes = _cells(columns, layout.shown, layout.widths)
+        apart = _alike(columns, layout.shown, cells, order)
         if apart:  # kept next to the deciding columns (or the most important one)
             keep = max(keep, 1)
             order = _together([*order[:keep], *apart, *(i for i in order[keep:] if i not in apart)], together)
-            shown, widths = fit(columns, order, width, keep + len(apart), together)
-            cells, notes = _cells(columns, shown, widths)
-    table = Table()
-    for i, w in zip(shown, widths, strict=True):
+            layout = fit(columns, order, width, keep + len(apart), together)
+            cells, notes = _cells(columns, layout.shown, layout.widths)
+    shown, short = layout.shown, layout.short
+    table = Table(show_edge=layout.edge)
+    for i, w in zip(shown, layout.widths, strict=True):
         c = columns[i]
+        header = " ".join(short.get(word, word) for word in c.header.split()) if short else c.header
         # headers wrap at spaces; cells wrap only in wrap columns (the rest were made to fit)
         justify = "right" if c.numeric else "left"
-        table.add_column(Text(c.header, overflow="fold"), justify=justify, width=w, overflow="fold")
+        table.add_column(Text(header, overflow="fold"), justify=justify, width=w, overflow="fold")
     for r in range(len(df)):
         row = [
             Text(cells[i][r], overflow="fold")
@@ -487,7 +432,10 @@ def rich_table(df: pd.DataFrame, width: int | None = None) -> Fitted:
         ]
         table.add_row(*row)
     dropped = [columns[i].header for i in range(len(columns)) if i not in shown]
-    return Fitted(table, dropped, notes)
+    if short:  # in the order the headers show them
+        words = dict.fromkeys(w for i in shown for w in columns[i].header.split() if w in short)
+        notes.append("headers abbreviated to fit: " + ", ".join(f"{short[w]} = {w}" for w in words))
+    return Fitted(table, dropped, notes, [columns[i].header for i in shown])
 
 
 def python_value(value: Any) -> Any:

@@ -24,17 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TextIO
 
-from harness.cli.terminal.fit import (
-    CONTROL,
-    FEWEST_ROWS,
-    FIT,
-    Fitted,
-    python_value,
-    rich_table,
-    table_width,
-    visible,
-)
+from harness.cli.terminal.fit import FEWEST_ROWS, FIT, Fitted, python_value, rich_table, table_width
 from harness.cli.terminal.streams import terminal_size
+from harness.cli.terminal.text import CONTROL, visible
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -139,7 +131,8 @@ def _table_for(df: pd.DataFrame, console: Console, wide: bool) -> Fitted:
     columns, whose numbers are never cut) the console is made as wide as the table, and the terminal wraps
     its lines."""
     fitted = rich_table(df) if wide else rich_table(df, console.width)
-    console.width = max(console.width, table_width(c.width or 0 for c in fitted.table.columns))
+    widths = (c.width or 0 for c in fitted.table.columns)
+    console.width = max(console.width, table_width(widths, fitted.table.show_edge))
     return fitted
 
 

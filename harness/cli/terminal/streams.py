@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any
 
-from harness.cli.terminal import fit
+from harness.cli.terminal.text import can_encode, use_encoding
 from harness.core.errors import HarnessError
 
 ERRORS = "harness"  # the codec error handler below
@@ -181,8 +181,8 @@ def prepare() -> None:
                 reconfigure(errors=ERRORS)
         setattr(sys, name, Guarded(stream, name))
     encoding = getattr(sys.stdout, "encoding", None)
-    if not fit.can_encode("…—", encoding):
-        fit.use_encoding(encoding, ERRORS)
+    if not can_encode("…—", encoding):
+        use_encoding(encoding, ERRORS)
 
 
 def finish(code: int | str | None) -> int | str | None:
