@@ -176,16 +176,19 @@ def _point_at_null(fd: int) -> None:
         os.close(null)
 
 
-def in_the_way(path: Path, error: OSError) -> str:
-    """Why folder `path` could not be made, in words: "File exists" or "Not a directory" from mkdir mean a
-    file stands where a folder must be, so name it."""
+def in_the_way(path: Path, error: OSError, *, folder: bool = True) -> str:
+    """Why `path` could not be made (a folder; not `folder`: a file, the folders it goes in with it), in
+    words, for every command of the harness and the analysis alike: "File exists" or "Not a directory" from
+    mkdir mean a file stands where a folder must be, so name it; no permission where a folder is missing
+    names the folder that could not be created; else the system's words ("Permission denied": a folder
+    that is there, or a file, cannot be written)."""
     if error.errno in (errno.EEXIST, errno.ENOTDIR):
-        for part in (path, *path.parents):
+        for part in (path, *path.parents) if folder else path.parents:
             st = _stat(part)
             if st is not None and not stat.S_ISDIR(st.st_mode):
                 return f"{part} is a file, not a folder"
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        missing = path
+    missing = path if folder else path.parent
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and _stat(missing) is None:
         while _stat(missing.parent) is None and missing.parent != missing:
             missing = missing.parent
         return f"no permission to create folder {missing} ({error.strerror})"

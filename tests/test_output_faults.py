@@ -405,6 +405,33 @@ def test_a_file_in_the_way_of_an_output_folder_is_one_line(
     assert blocker.read_text() == "mine\n"
 
 
+def test_why_a_path_cannot_be_made_names_what_is_missing(tmp_path: Path) -> None:
+    """No permission names the folder that could not be created, where one is missing; a folder that is
+    there, or a file, keeps the system's words (a CSV written into a folder there is not a folder to
+    create)."""
+    import errno
+
+    from analysis.outputs import in_the_way
+
+    denied = OSError(errno.EACCES, "Permission denied")
+    there = tmp_path / "there"
+    there.mkdir()
+    assert (
+        in_the_way(there / "a" / "b", denied)
+        == f"no permission to create folder {there / 'a'} (Permission denied)"
+    )
+    assert in_the_way(there, denied) == "Permission denied"
+    assert in_the_way(there / "page.html", denied, folder=False) == "Permission denied"
+    assert in_the_way(there / "new" / "page.html", denied, folder=False) == (
+        f"no permission to create folder {there / 'new'} (Permission denied)"
+    )
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine\n")
+    not_a_folder = OSError(errno.ENOTDIR, "Not a directory")
+    assert in_the_way(blocker / "d", not_a_folder) == f"{blocker} is a file, not a folder"
+    assert in_the_way(blocker / "p.html", not_a_folder, folder=False) == f"{blocker} is a file, not a folder"
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may create folders anywhere")
 def test_an_output_folder_without_permission_is_one_line(export: Path, tmp_path: Path) -> None:
     locked = tmp_path / "locked"
