@@ -1,6 +1,6 @@
-"""Capture health of damaged Kineto traces: each made from a real fixture with some events written twice,
-judged as an nsys export with the same fault is, and its verdict carried into the tables read from it
-afterwards."""
+"""Capture health of damaged Kineto traces: each made from a real fixture with some events written twice or
+given times no GPU ran, judged as an nsys export with the same fault is, and its verdict carried into the
+tables read from it afterwards."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from harness.cli import app
 
 pytestmark = pytest.mark.usefixtures("cache_dir")
 runner = CliRunner()
+YEARS_126_US = 126 * 365 * 86_400 * 10**6
 ALEXNET_FIRST_KERNEL = (
     "'void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4, "
 )
@@ -77,3 +78,57 @@ def test_a_sound_kineto_trace_is_read_without_a_warning_after_health(tmp_path: P
     assert _run("health", str(path), "--strict")[0] == 0  # profiler steps warn only
     code, _, said = _run("nvtx-gpu", str(path), "-f", "csv")
     assert code == 0 and "failed its health checks" not in said
+
+
+def test_a_kineto_kernel_lasting_126_years_fails_health_naming_it(tmp_path: Path) -> None:
+    """nccl with one kernel's dur set to 126 years of µs: it stays below 2**62 ns, so the reader keeps it,
+    and every check passed while the kernel tables summed 126 years."""
+    events = raw_events("nccl")
+    kernel = _kernels(events)[5]
+    kernel["dur"] = YEARS_126_US
+    path = write_trace(tmp_path / "long.json", events)
+    check = _checks(path).loc["GPU work in the trace's span"]
+    assert check["Status"] == "fail"
+    assert check["Evidence"] == (
+        "1 GPU event lies far outside the host's events (0.683 s from the first CUDA call or operator to "
+        "the last one's end); the farthest, kernel 'void cudnn::ops::nchwToNhwcKernel<float, float, float, "
+        "false, true, (cudnnKernelDataType_t)2>(cudnn::ops::nchw2nhwc_par…', starts at 0.567 s and lasts "
+        "3,973,536,000.000 s (126.0 years)"
+    )
+    assert _run("health", str(path), "--strict")[0] == 1
+    code, _, said = _run("kernels", str(path), "-f", "csv")
+    assert code == 0 and "failed its health checks (GPU work in the trace's span)" in said
+
+
+def test_a_kineto_kernel_a_day_after_the_trace_fails_health_naming_it(tmp_path: Path) -> None:
+    events = raw_events("alexnet")
+    kernel = _kernels(events)[0]
+    kernel["ts"] += 86_400 * 10**6
+    path = write_trace(tmp_path / "late.json", events)
+    check = _checks(path).loc["GPU work in the trace's span"]
+    assert check["Status"] == "fail"
+    assert check["Evidence"].startswith(
+        "1 GPU event lies far outside the host's events (43.424 s from the first CUDA call or operator to "
+        f"the last one's end); the farthest, kernel {ALEXNET_FIRST_KERNEL}"
+    )
+    assert check["Evidence"].endswith("starts at 86,430.508 s and lasts 0.000 s")
+
+
+def test_a_kineto_kernel_past_2_62_ns_is_named_as_well_as_left_out(tmp_path: Path) -> None:
+    """alexnet's times are Unix µs: 126 years more puts the kernel's end past 2**62 ns, so the reader leaves
+    it out (`invalid events` fails, naming no kernel); the span check names it."""
+    events = raw_events("alexnet")
+    _kernels(events)[0]["dur"] = YEARS_126_US
+    checks = _checks(write_trace(tmp_path / "past.json", events))
+    assert checks.loc["invalid events", "Status"] == "fail"
+    assert checks.loc["GPU work in the trace's span", "Status"] == "fail"
+    evidence = checks.loc["GPU work in the trace's span", "Evidence"]
+    assert f"the farthest, kernel {ALEXNET_FIRST_KERNEL}" in evidence
+    assert evidence.endswith("starts at 30.508 s and lasts 3,973,536,000.000 s (126.0 years)")
+
+
+@pytest.mark.parametrize("fixture", ["alexnet", "diff-test"])
+def test_the_shared_traces_lie_in_their_span(fixture: str) -> None:
+    check = _checks(trace_path(fixture)).loc["GPU work in the trace's span"]
+    assert check["Status"] == "ok"
+    assert check["Evidence"].startswith("every kernel, copy, set and sync within or near the host's events")

@@ -4,13 +4,13 @@
 nsys exports: nsys's own messages (DIAGNOSTIC_EVENT) by severity; nsys's own overhead (PROFILER_OVERHEAD),
 its total and how much of it falls inside each NVTX phase; CUDA traced but no kernels; NVTX traced but no
 ranges; ranges still open at the end. Kineto traces (analysis.advice.kineto_health): events left out as
-invalid, by reason; negative queue lengths; missing profiler steps.
+invalid, by reason; GPU work far outside the host's events; negative queue lengths; missing profiler steps.
 Both: GPU work whose launching call is not in the trace (joined by process and correlationId:
 correlationIds are unique within a process only), coverage over time (launch calls whose GPU work is missing
 and steps without their NVTX ranges, per step: analysis.advice.coverage), kernels nsys could not name, rows
 written twice (analysis.advice.repeats), and times that cannot be right (in an nsys export, events past the
 capture's end too; a Kineto trace records no span its events must lie in: its `Trace` event ends before
-some CUDA calls of the shared nccl trace). What a
+some CUDA calls of the shared nccl trace, so its GPU work is held to its host's events, loosely). What a
 check is and which failures make a run degraded: analysis.advice.checks.
 
 A check that has nothing to look at says so and is ok: a capture is not unhealthy for lacking a table that
@@ -27,7 +27,7 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, capture_failures, quote
 from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
-from analysis.advice.kineto_health import left_out, profiler_steps, queue_length_check
+from analysis.advice.kineto_health import gpu_span, left_out, profiler_steps, queue_length_check
 from analysis.advice.labels import label_in, labels_of
 from analysis.advice.repeats import recorded_once
 from analysis.advice.verdict import keep_verdict
@@ -76,6 +76,7 @@ def capture_health(
     else:
         health.checks += [
             left_out(trace),
+            gpu_span(trace),
             queue_length_check(trace, health),
             profiler_steps(trace),
         ]
