@@ -4,13 +4,14 @@
 nsys exports: nsys's own messages (DIAGNOSTIC_EVENT) by severity; nsys's own overhead (PROFILER_OVERHEAD),
 its total and how much of it falls inside each NVTX phase; CUDA traced but no kernels; NVTX traced but no
 ranges; ranges still open at the end. Kineto traces (analysis.advice.kineto_health): events left out as
-invalid, by reason; negative queue lengths; missing profiler steps. Both: GPU work whose launching call is
-not in the trace (joined by process and correlationId: correlationIds are unique within a process only),
-coverage over time (launch calls whose GPU work is missing and steps without their NVTX ranges, per step:
-analysis.advice.coverage), kernels nsys could not name, and times that cannot be right (in an nsys export,
-events past the capture's end too; a Kineto trace records no span its events must lie in: its `Trace`
-event ends before some CUDA calls of the shared nccl trace). What a check is and which failures make a run
-degraded: analysis.advice.checks.
+invalid, by reason; GPU work far outside the host's events; negative queue lengths; missing profiler steps.
+Both: GPU work whose launching call is not in the trace (joined by process and correlationId:
+correlationIds are unique within a process only), coverage over time (launch calls whose GPU work is missing
+and steps without their NVTX ranges, per step: analysis.advice.coverage), kernels nsys could not name, rows
+written twice (analysis.advice.repeats), and times that cannot be right (in an nsys export, events past the
+capture's end too; a Kineto trace records no span its events must lie in: its `Trace` event ends before
+some CUDA calls of the shared nccl trace, so its GPU work is held to its host's events, loosely). What a
+check is and which failures make a run degraded: analysis.advice.checks.
 
 A check that has nothing to look at says so and is ok: a capture is not unhealthy for lacking a table that
 older nsys versions never wrote.
@@ -26,16 +27,17 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, capture_failures, quote
 from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
-from analysis.advice.kineto_health import left_out, profiler_steps, queue_length_check
+from analysis.advice.kineto_health import gpu_span, left_out, profiler_steps, queue_length_check
 from analysis.advice.labels import label_in, labels_of
+from analysis.advice.repeats import recorded_once
 from analysis.advice.verdict import keep_verdict
-from analysis.hta.gpu_events import gpu_events, merge
+from analysis.hta.gpu_events import merge
 from analysis.intervals import clipped_sums
 from analysis.readers import NULL
 from analysis.readers.global_ids import PROCESS_MASK, pid_of
 from analysis.readers.nsys import LOST
 from analysis.tables import stats_format
-from analysis.trace.frames import GPU_WORK, NAMES_OF
+from analysis.trace.frames import NAMES_OF
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, MEASURED, counted
 
@@ -72,7 +74,12 @@ def capture_health(
             _open_ranges(facts, stop),
         ]
     else:
-        health.checks += [left_out(trace), queue_length_check(trace, health), profiler_steps(trace)]
+        health.checks += [
+            left_out(trace),
+            gpu_span(trace),
+            queue_length_check(trace, health),
+            profiler_steps(trace),
+        ]
     cov = coverage_of(trace, warmup)
     health.checks += [
         launch_correlation(trace, health),
@@ -80,7 +87,7 @@ def capture_health(
         nvtx_steps(trace, health, cov, stop, timed),
         kernel_names(trace),
         _times(trace),
-        _repeated(trace),
+        recorded_once(trace),
     ]
     keep_verdict(trace, [c.name for c in capture_failures(health.checks)], health.line())
     return health
@@ -399,96 +406,3 @@ def _past_the_end(past: list[tuple[str, int, int, int]], capture_end: int) -> st
         f"{capture_end / 1e6:,.3f} ms ({kinds}); the latest, one of the {what}, {began}ends at "
         f"{end / 1e6:,.3f} ms, {(end - capture_end) / 1e6:,.3f} ms past it"
     )
-
-
-def _repeated(trace: Trace) -> Check:
-    """GPU work recorded twice (rows equal in every time and id): per-kernel tables count every row, as
-    `nsys stats` and HTA do, so a row recorded twice doubles its kernel's count and time there, while the
-    breakdown's busy and idle times count it once: the numbers disagree, and this check fails saying why.
-    Work overlapping earlier work on its stream (a stream runs one thing at a time, so the times are off)
-    is named in the evidence."""
-    name = "GPU work recorded once"
-    fix = "a damaged export (rows written twice): export the report again"
-    ranges = _repeated_ranges(trace)
-    said = (
-        f"{counted(ranges, 'NVTX range')} {'repeats' if ranges == 1 else 'repeat'} another exactly: the NVTX "
-        "tables count them twice"
-    )
-    if not any(trace.has(f) for f in GPU_WORK):
-        return Check(name, FAIL, said, fix) if ranges else Check(name, OK, "no GPU work in the trace")
-    ev = gpu_events(trace)
-    work = (ev["kind"] != "sync").to_numpy()
-    if not work.all():  # a copy of 1.3M events only where there are syncs to leave out
-        ev = ev[work].reset_index(drop=True)
-    twice = _twice(ev, ["kind", "name", "start", "end", "stream", "device", "correlation_id", "global_pid"])
-    repeats = ev["kind"][twice].astype(str).value_counts()
-    if twice.any():
-        ev = ev[~twice.to_numpy()]
-    overlapping = _overlapping(ev)
-    overlap = (
-        f"; {overlapping:,} {'starts' if overlapping == 1 else 'start'} before earlier work on "
-        f"{'its' if overlapping == 1 else 'their'} stream ended (times a little off, as in many "
-        "Kineto traces: the breakdown counts a stream's busy time as the union of its events)"
-        if overlapping
-        else ""
-    )
-    if not len(repeats):
-        once = (
-            f"{counted(len(ev), 'kernel, copy or set', 'kernels, copies and sets')}, "
-            f"{'not' if len(ev) == 1 else 'none'} recorded twice"
-        )
-        if ranges:
-            return Check(name, FAIL, f"{said}; {once}", fix)
-        return Check(name, OK, f"{once}{overlap}")
-    each = ", ".join(f"{int(n):,} {kind}" for kind, n in repeats.items())
-    return Check(
-        name,
-        FAIL,
-        f"{int(twice.sum()):,} rows repeat another exactly ({each}): the kernel tables count them twice, "
-        f"as nsys stats does, the breakdown's busy and idle times once{overlap}"
-        + (f"; {said}" if ranges else ""),
-        fix,
-    )
-
-
-def _overlapping(ev: pd.DataFrame) -> int:
-    """GPU events that start before earlier work on their stream (process, device, stream) ended: sorted
-    by stream and start, each against the latest end of those before it on its stream."""
-    if not len(ev):
-        return 0
-    cols = [ev[c].to_numpy() for c in ("global_pid", "device", "stream", "start", "end")]
-    order = np.lexsort(cols[3::-1])  # by process, device, stream, then start; stable
-    pid, device, stream, start, end = (c[order] for c in cols)
-    first = np.ones(len(order), dtype=bool)  # the first event of its stream
-    first[1:] = (pid[1:] != pid[:-1]) | (device[1:] != device[:-1]) | (stream[1:] != stream[:-1])
-    busy = pd.Series(end).groupby(np.cumsum(first)).cummax().to_numpy()  # each stream busy until, so far
-    return int(((start[1:] < busy[:-1]) & ~first[1:]).sum())
-
-
-def _repeated_ranges(trace: Trace) -> int:
-    """NVTX ranges equal to another in start, end, thread, name and domain: rows written twice (a program
-    cannot open two ranges on one thread at the same nanosecond; none of the shared captures has one)."""
-    if not trace.has("nvtx"):
-        return 0
-    nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "domain"])
-    maybe = _sharing_start(nv)
-    return int(nv[maybe].astype({"name": object, "domain": object}).duplicated().sum())
-
-
-def _sharing_start(frame: pd.DataFrame) -> np.ndarray:
-    """Rows whose start another row shares: the only ones that can repeat another in every column. Few are
-    (none of the 1.8M ranges of benchmarks/make_big_export.py's export), so rows are compared whole only among
-    them."""
-    start = frame["start"].to_numpy()
-    if len(start) > 1 and (start[1:] >= start[:-1]).all():  # in time order (most tables): neighbours
-        same = start[1:] == start[:-1]
-        return np.concatenate(([False], same)) | np.concatenate((same, [False]))
-    return frame["start"].duplicated(keep=False).to_numpy()
-
-
-def _twice(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
-    """frame.duplicated(columns), compared whole only among the rows that share a start."""
-    maybe = _sharing_start(frame)
-    twice = pd.Series(False, index=frame.index)
-    twice[maybe] = frame[maybe].duplicated(columns).to_numpy()
-    return twice

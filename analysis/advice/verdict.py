@@ -6,7 +6,7 @@ many times what `harness kernels` takes, and a table served from the cache opens
 `capture_health` keeps the verdict wherever the checks run (`harness health EXPORT`, `advise`, a run's own
 examination, the dashboard) and a table's read takes it back with the standard library alone
 (analysis.trace.results), like a kept table. A capture whose health is not known yet is read without a
-word; so is a Kineto trace (its tables are not kept).
+word. A Kineto trace's verdict is kept in its cache entry too, though its tables are computed each time.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ VERDICT = "health-verdict"  # the name it is kept under: no table's
 def keep_verdict(trace: Trace, failed: Sequence[str], line: str) -> None:
     """Keep the checks `trace`'s capture failed (none: it passed) and its health `line` in its cache entry,
     where it has one."""
-    if trace.format != "nsys-sqlite":
-        return
     import pandas as pd
 
     results.keep(trace, VERDICT, {}, [(VERDICT, pd.DataFrame({"Check": list(failed)}, dtype=object))], [line])
@@ -44,7 +42,7 @@ def failed_captures(
     if not cache:
         return warnings
     for path, name in zip(paths, shown or paths, strict=True):
-        kept = results.cached(path, VERDICT, {})
+        kept = results.cached(path, VERDICT, {}, traces=True)
         if kept is None or not kept.tables:
             continue
         failed = [row[0] for row in kept.tables[0][1].itertuples(index=False)]

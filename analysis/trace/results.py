@@ -128,23 +128,27 @@ def _table(df: Any) -> dict[str, Any]:
     }
 
 
-def cached(path: Path, name: str, options: Mapping[str, Any], notes: list[str] | None = None) -> Kept | None:
+def cached(
+    path: Path, name: str, options: Mapping[str, Any], notes: list[str] | None = None, *, traces: bool = False
+) -> Kept | None:
     """What command `name` with `options` printed for the nsys export at `path`, as `keep` kept it; None
     when there is none (not an SQLite export, no cache entry, the export or the analysis changed since,
     caching off), or what is kept is not whole or not this export's (edited, or copied from another's
     entry: deleted, said in `notes`, and so computed again). `notes` also gets what opening the entry found
-    wrong (analysis.trace.cache)."""
+    wrong (analysis.trace.cache). `traces`: a file that is not SQLite is looked up as a Kineto trace (for
+    its health verdict: a Kineto trace's tables are computed each time)."""
     said = notes if notes is not None else []
     try:
         if not stat.S_ISREG(os.stat(path).st_mode) or sqlite_files.pending(path):
             return None  # a pipe is not opened twice; an export with changes in its log is not cached
         with open(path, "rb") as f:
-            if f.read(len(sqlite_files.MAGIC)) != sqlite_files.MAGIC:
-                return None
+            sqlite = f.read(len(sqlite_files.MAGIC)) == sqlite_files.MAGIC
+        if not (sqlite or traces):
+            return None
         cache = Cache()
         if cache.limit <= 0:
             return None
-        entry = cache.entry(path, readers.NSYS_VERSION)
+        entry = cache.entry(path, readers.NSYS_VERSION if sqlite else readers.KINETO_VERSION)
         meta = entry.meta()
         said += [n for n in entry.notes if n not in said]
         if meta is None:
