@@ -224,3 +224,17 @@ def test_another_users_entry_is_neither_used_nor_changed(
     cleared = runner.invoke(app, ["cache", "--clear"])
     assert cleared.exit_code == 1 and entry.is_dir()
     assert f"could not remove {entry}: belongs to another user" in flat(cleared.stderr)
+
+
+def test_a_kineto_traces_tables_are_computed_each_time_and_not_kept(cache_dir: Path) -> None:
+    """A Kineto trace's tables are served from its columns in the cache, never from kept tables (only an
+    export's are): none is written to its entry, and every reading gives the same table."""
+    from kineto_data import trace_path
+
+    trace = trace_path("alexnet")
+    first, _ = kernels_json(trace)
+    entry = Cache().entry(trace, readers.KINETO_VERSION).folder
+    assert entry.is_dir() and list(entry.glob("*.parquet"))  # its columns are kept
+    assert not list(entry.glob("result.kernels.*.json"))
+    again, _ = kernels_json(trace)
+    assert again == first and len(first) > 0

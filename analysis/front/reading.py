@@ -123,7 +123,9 @@ def _one(table: Table, path: Path, export: Path, options: dict[str, Any], skippe
             result = table.one(trace, path.name, **options)
         result = _decided(table, result)
         result.notes = [*skipped, *result.notes]
-        if kept:  # without what this reading found wrong in the cache: said once, not kept
+        # kept where it is served from (results.cached: an export); without what this reading found wrong
+        # in the cache: said once, not kept
+        if kept and trace.format == "nsys-sqlite":
             entry = trace.cache_entry
             once = {*said, *(entry.notes if entry is not None else ())}
             notes = [n for n in result.notes if n not in once]
