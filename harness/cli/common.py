@@ -163,13 +163,16 @@ def refuse_empty_paths(command: click.Command) -> None:
         refuse_empty_paths(sub)
 
 
-def at_least(option: str, low: int) -> Callable[[Any], Any]:
-    """The callback of a number option that takes `low` or more: a smaller one is one `error:` line and exit
-    2 (click's `min=` printed its usage block and a capitalised `Error:`)."""
+def at_least(option: str, low: int, most: int | None = None) -> Callable[[Any], Any]:
+    """The callback of a number option that takes `low` or more (and `most` or less, where given): another
+    is one `error:` line and exit 2 (click's `min=` printed its usage block and a capitalised `Error:`)."""
 
     def check(value: Any) -> Any:
+        shown = f"{value:g}" if isinstance(value, float) else str(value)  # an int whole, not as 1e+18
         if value is not None and -math.inf < value < low:  # -inf, nan: the command's own check says why
-            raise OptionRefused(f"{option} must be {low} or more, got {value:g}")
+            raise OptionRefused(f"{option} must be {low} or more, got {shown}")
+        if value is not None and most is not None and value > most:
+            raise OptionRefused(f"{option} must be {most} or less, got {shown}")
         return value + 0 if isinstance(value, float) else value  # a typed -0 is 0 ("-0%" said nothing else)
 
     return check
@@ -200,9 +203,10 @@ def positive_ints(option: str, text: str | None, example: str) -> list[int]:
     return list(dict.fromkeys(int(t) for t in items))
 
 
-def count_option(flag: str, low: int, help: str, *short: str) -> Any:
-    """A whole-number option of `low` or more (`<n>` in the help): a smaller one is refused by at_least."""
-    return typer.Option(flag, *short, callback=at_least(flag, low), metavar="<n>", help=help)
+def count_option(flag: str, low: int, help: str, *short: str, most: int | None = None) -> Any:
+    """A whole-number option of `low` or more, and `most` or less where given (`<n>` in the help): another
+    is refused by at_least."""
+    return typer.Option(flag, *short, callback=at_least(flag, low, most), metavar="<n>", help=help)
 
 
 LimitOpt = Annotated[
