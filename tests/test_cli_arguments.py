@@ -273,6 +273,8 @@ def test_help_and_a_group_alone_still_show_the_usage() -> None:
             "--phase",
             "a phase's name (forward, …)",
         ),
+        (["kernels", "--range", "", "a.sqlite"], "--range", "an NVTX range's name"),
+        (["operators", "--range", " ", "a.sqlite"], "--range", "a range's name"),
     ],
 )
 def test_an_empty_option_whose_absence_means_something_is_refused(
@@ -285,6 +287,22 @@ def test_an_empty_option_whose_absence_means_something_is_refused(
     result = runner.invoke(app, args, env={"HARNESS_DB": str(db)})
     assert one_error(result) == f"error: {option} is empty: give {give}, or leave {option} out"
     assert not db.exists()
+
+
+def test_every_table_option_naming_something_refuses_an_empty_one(tmp_path: Path) -> None:
+    """A table's text option left out by default (`kernels --range NAME`) refuses '' in one line, exit 2:
+    `kernels --range ''` looked for a range of no name and ended with exit 1."""
+    from analysis import tables
+
+    refused = []
+    for table in tables.all():
+        for option in table.options:
+            if option.kind is str and not option.choices and option.default is None:
+                result = runner.invoke(app, [table.name, option.flag, "", str(tmp_path / "a.sqlite")])
+                said = f"error: {option.flag} is empty: give {option.names}, or leave {option.flag} out"
+                assert one_error(result) == said
+                refused.append(f"{table.name} {option.flag}")
+    assert {"kernels --range", "operators --range"} <= set(refused)
 
 
 def test_a_misspelt_option_of_profile_is_not_taken_for_the_program(tmp_path: Path) -> None:
