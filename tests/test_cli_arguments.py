@@ -305,6 +305,54 @@ def test_every_table_option_naming_something_refuses_an_empty_one(tmp_path: Path
     assert {"kernels --range", "operators --range"} <= set(refused)
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (
+            ["runs", "--db", " "],
+            {},
+            "--db is empty: give a database path or URL, or leave --db out for the default",
+        ),
+        (
+            ["runs", "--db", ""],
+            {},
+            "--db is empty: give a database path or URL, or leave --db out for the default",
+        ),
+        (
+            ["runs"],
+            {"HARNESS_DB": " "},
+            "HARNESS_DB=' ' is blank: give a database path or URL, or unset it for the default database",
+        ),
+        (
+            ["run", "tiny", "--device", "cpu"],
+            {"HARNESS_DB": "\t"},
+            "HARNESS_DB='\\t' is blank: give a database path or URL, or unset it for the default database",
+        ),
+    ],
+)
+def test_a_blank_database_is_refused_naming_where_it_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str], said: str
+) -> None:
+    """A --db or HARNESS_DB of spaces named a file of that name in the current folder (`run` created it)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_DB", raising=False)
+    assert one_error(runner.invoke(app, args, env=env)) == f"error: {said}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_harness_db_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HARNESS_DB='' reads the default database, as every HARNESS_* variable set empty is unset (and click
+    reads an option's variable): `HARNESS_DB= harness runs` is how a shell unsets it for one command."""
+    from harness.store.location import resolve_url
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.setenv("HARNESS_DB", "")
+    default = tmp_path / "harness" / "results.sqlite"
+    assert resolve_url(None) == f"sqlite:///{default}"
+    result = runner.invoke(app, ["runs"])
+    assert result.exit_code == 1 and str(default) in result.stderr, result.output
+
+
 def test_a_misspelt_option_of_profile_is_not_taken_for_the_program(tmp_path: Path) -> None:
     """`profile` passes the words it does not know on to the program: `--nam x -- true` said "program
     '--nam' is not found on PATH"."""

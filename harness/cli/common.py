@@ -34,7 +34,7 @@ from harness.cli.terminal.output import Format, say
 from harness.core import signals
 from harness.core.bounds import INT64_MAX, check_count
 from harness.core.errors import EMPTY_RUN_ID, HarnessError, UsageError, os_reason
-from harness.store.location import resolve_url, sqlite_file
+from harness.store.location import env_db, resolve_url, sqlite_file
 from workloads.names import NOT_APPLICABLE, PRECISIONS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -226,11 +226,17 @@ def on_command_line(ctx: typer.Context, name: str) -> bool:
     return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
 
 
-def database_not_the_output(db: str | None) -> str | None:
+def database_not_the_output(ctx: typer.Context, param: typer.CallbackParam, db: str | None) -> str | None:
     """--db's check, whether given or not (HARNESS_DB, the default file): the database is not where this
     command's standard output or error is redirected (`harness runs >> results.sqlite` would damage it).
-    An empty --db is refused: it read as no --db, and the default database was used unasked."""
-    if db == "":
+    An empty or blank --db is refused: it read as no --db, and the default database was used unasked; a
+    blank HARNESS_DB too, named (an empty one is unset: harness.store.location)."""
+    if db is not None and not db.strip():
+        if getattr(ctx.get_parameter_source(param.name or "db"), "name", "") == "ENVIRONMENT":
+            try:
+                env_db()
+            except UsageError as e:
+                raise OptionRefused(str(e)) from None
         raise OptionRefused("--db is empty: give a database path or URL, or leave --db out for the default")
     try:
         refuse_streams_over([sqlite_file(resolve_url(db))])
