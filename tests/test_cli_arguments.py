@@ -274,6 +274,12 @@ def test_help_and_a_group_alone_still_show_the_usage() -> None:
             "a phase's name (forward, …)",
         ),
         (["kernels", "--range", "", "a.sqlite"], "--range", "an NVTX range's name"),
+        (
+            ["run", "tiny", "--nsys", "--nsys-arg=--trace=cuda", "--nsys-arg", ""],
+            "--nsys-arg",
+            "an nsys flag (--trace=cuda, …)",
+        ),
+        (["profile", "--nsys-arg", " ", "--", "true"], "--nsys-arg", "an nsys flag (--trace=cuda, …)"),
         (["operators", "--range", " ", "a.sqlite"], "--range", "a range's name"),
     ],
 )
@@ -351,6 +357,15 @@ def test_an_empty_harness_db_is_unset(tmp_path: Path, monkeypatch: pytest.Monkey
     assert resolve_url(None) == f"sqlite:///{default}"
     result = runner.invoke(app, ["runs"])
     assert result.exit_code == 1 and str(default) in result.stderr, result.output
+
+
+@pytest.mark.parametrize("name", ["", " "])
+def test_an_empty_baseline_name_is_refused_before_the_database_is_opened(tmp_path: Path, name: str) -> None:
+    """With no database there, `baseline tag "" RUN` was said as a missing database (exit 1)."""
+    db = tmp_path / "results.sqlite"
+    result = runner.invoke(app, ["baseline", "tag", name, "latest"], env={"HARNESS_DB": str(db)})
+    assert one_error(result) == f"error: {name!r} is not a baseline name: it is empty"
+    assert not db.exists()
 
 
 def test_a_misspelt_option_of_profile_is_not_taken_for_the_program(tmp_path: Path) -> None:

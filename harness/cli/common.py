@@ -138,13 +138,14 @@ class NotEmpty:
         raise OptionRefused(f"{named} is empty: give {PATH_METAVARS.get(param.metavar or '', 'a path')}")
 
 
-def given_or_left_out(option: str, give: str) -> Callable[[str | None], str | None]:
+def given_or_left_out(option: str, give: str) -> Callable[[Any], Any]:
     """The callback of a text option whose absence means something (every model, local processes, one
     machine): an empty or blank value (`--model "$UNSET"`) is one `error:` line and exit 2, not read as the
-    option left out."""
+    option left out. Of a repeatable option, each value."""
 
-    def check(value: str | None) -> str | None:
-        if value is not None and not value.strip():
+    def check(value: Any) -> Any:
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(v is not None and not v.strip() for v in values):
             raise OptionRefused(f"{option} is empty: give {give}, or leave {option} out")
         return value
 

@@ -331,7 +331,13 @@ NsysModeOpt = Annotated[
 ]
 NsysArgOpt = Annotated[
     list[str] | None,
-    typer.Option("--nsys-arg", metavar="<arg>", help="Passed to `nsys profile` as is (repeatable)."),
+    typer.Option(
+        "--nsys-arg",
+        metavar="<arg>",
+        help="Passed to `nsys profile` as is (repeatable).",
+        # nsys took an empty word for the program to profile
+        callback=given_or_left_out("--nsys-arg", "an nsys flag (--trace=cuda, …)"),
+    ),
 ]
 NsysForceOpt = Annotated[
     bool,
