@@ -98,7 +98,11 @@ OptimizerOpt = Annotated[
 ]  # fmt: skip
 LoaderWorkersOpt = Annotated[
     int,
-    typer.Option("--loader-workers", metavar="<n>", help="--plant slow-loader: its DataLoader's workers."),
+    typer.Option(
+        "--loader-workers",
+        metavar="<n>",
+        help=f"--plant slow-loader: its DataLoader's workers (at most {catalogue.MAX_LOADER_WORKERS}).",
+    ),
 ]
 PinMemoryOpt = Annotated[
     bool,
