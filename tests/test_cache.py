@@ -178,6 +178,25 @@ def test_unwritable_cache_folder_says_so_once(a100_export: Path, tmp_path: Path,
     assert len(said) == 1 and str(blocker / "cache") in said[0]
 
 
+def test_a_cache_folder_of_spaces_is_a_usage_error(
+    a100_export: Path, tmp_path: Path, monkeypatch, cache_dir: Path
+) -> None:
+    """HARNESS_CACHE_DIR of spaces made a folder of that name in the current folder (set empty, it is unset,
+    as every HARNESS_* variable)."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("HARNESS_CACHE_DIR", " ")
+    r = CliRunner().invoke(app, ["kernels", str(a100_export)])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr == "error: HARNESS_CACHE_DIR=' ' is blank: give a folder, or unset it for the default\n"
+    assert list(here.iterdir()) == []
+
+
 def test_two_commands_fill_one_entry_at_once(a100_export: Path, a100_expected: Path, tmp_path: Path) -> None:
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "c")}
     cmd = [sys.executable, "-m", "harness", "summary", str(a100_export), "--format", "csv"]

@@ -91,10 +91,11 @@ def test_max_size_on_a_cache_folder_that_cannot_be_written(
 def test_a_cache_limit_that_is_not_a_size_fails_clearly(
     a100_export: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A usage error (exit 2), as a mistake in any other setting is."""
     monkeypatch.setenv("HARNESS_CACHE_LIMIT", "abc")
     for args in (["kernels", str(a100_export)], ["cache"]):
         result = runner.invoke(app, args)
-        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert result.exit_code == 2 and "Traceback" not in result.output
         assert "HARNESS_CACHE_LIMIT='abc' is not a size" in result.output
 
 

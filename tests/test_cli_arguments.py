@@ -273,6 +273,14 @@ def test_help_and_a_group_alone_still_show_the_usage() -> None:
             "--phase",
             "a phase's name (forward, …)",
         ),
+        (["kernels", "--range", "", "a.sqlite"], "--range", "an NVTX range's name"),
+        (
+            ["run", "tiny", "--nsys", "--nsys-arg=--trace=cuda", "--nsys-arg", ""],
+            "--nsys-arg",
+            "an nsys flag (--trace=cuda, …)",
+        ),
+        (["profile", "--nsys-arg", " ", "--", "true"], "--nsys-arg", "an nsys flag (--trace=cuda, …)"),
+        (["operators", "--range", " ", "a.sqlite"], "--range", "a range's name"),
     ],
 )
 def test_an_empty_option_whose_absence_means_something_is_refused(
@@ -284,6 +292,79 @@ def test_an_empty_option_whose_absence_means_something_is_refused(
     db = tmp_path / "results.sqlite"
     result = runner.invoke(app, args, env={"HARNESS_DB": str(db)})
     assert one_error(result) == f"error: {option} is empty: give {give}, or leave {option} out"
+    assert not db.exists()
+
+
+def test_every_table_option_naming_something_refuses_an_empty_one(tmp_path: Path) -> None:
+    """A table's text option left out by default (`kernels --range NAME`) refuses '' in one line, exit 2:
+    `kernels --range ''` looked for a range of no name and ended with exit 1."""
+    from analysis import tables
+
+    refused = []
+    for table in tables.all():
+        for option in table.options:
+            if option.kind is str and not option.choices and option.default is None:
+                result = runner.invoke(app, [table.name, option.flag, "", str(tmp_path / "a.sqlite")])
+                said = f"error: {option.flag} is empty: give {option.names}, or leave {option.flag} out"
+                assert one_error(result) == said
+                refused.append(f"{table.name} {option.flag}")
+    assert {"kernels --range", "operators --range"} <= set(refused)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (
+            ["runs", "--db", " "],
+            {},
+            "--db is empty: give a database path or URL, or leave --db out for the default",
+        ),
+        (
+            ["runs", "--db", ""],
+            {},
+            "--db is empty: give a database path or URL, or leave --db out for the default",
+        ),
+        (
+            ["runs"],
+            {"HARNESS_DB": " "},
+            "HARNESS_DB=' ' is blank: give a database path or URL, or unset it for the default database",
+        ),
+        (
+            ["run", "tiny", "--device", "cpu"],
+            {"HARNESS_DB": "\t"},
+            "HARNESS_DB='\\t' is blank: give a database path or URL, or unset it for the default database",
+        ),
+    ],
+)
+def test_a_blank_database_is_refused_naming_where_it_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str], said: str
+) -> None:
+    """A --db or HARNESS_DB of spaces named a file of that name in the current folder (`run` created it)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_DB", raising=False)
+    assert one_error(runner.invoke(app, args, env=env)) == f"error: {said}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_harness_db_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HARNESS_DB='' reads the default database, as every HARNESS_* variable set empty is unset (and click
+    reads an option's variable): `HARNESS_DB= harness runs` is how a shell unsets it for one command."""
+    from harness.store.location import resolve_url
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.setenv("HARNESS_DB", "")
+    default = tmp_path / "harness" / "results.sqlite"
+    assert resolve_url(None) == f"sqlite:///{default}"
+    result = runner.invoke(app, ["runs"])
+    assert result.exit_code == 1 and str(default) in result.stderr, result.output
+
+
+@pytest.mark.parametrize("name", ["", " "])
+def test_an_empty_baseline_name_is_refused_before_the_database_is_opened(tmp_path: Path, name: str) -> None:
+    """With no database there, `baseline tag "" RUN` was said as a missing database (exit 1)."""
+    db = tmp_path / "results.sqlite"
+    result = runner.invoke(app, ["baseline", "tag", name, "latest"], env={"HARNESS_DB": str(db)})
+    assert one_error(result) == f"error: {name!r} is not a baseline name: it is empty"
     assert not db.exists()
 
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.core.records import names_a_file
 from harness.store.results import ResultsStore
+from workloads.plants.catalogue import MAX_LOADER_WORKERS
 
 runner = CliRunner()
 
@@ -55,6 +56,19 @@ def test_non_positive_sizes(tmp_db, option: str, value: str, message: str) -> No
     result = invoke("run", "char", "--device", "cpu", option, value)
     assert result.exit_code == 2
     assert message in one_line_error(result)
+
+
+def test_loader_workers_past_the_most_are_refused_before_the_run(tmp_path) -> None:
+    """Each DataLoader worker is a process: `--plant slow-loader --loader-workers 1000000` was taken and
+    started forking them."""
+    db = tmp_path / "r.sqlite"
+    args = ("--plant", "slow-loader", "--loader-workers", str(10**6), "--db", str(db))
+    result = invoke("run", "char", "--device", "cpu", *args)
+    assert result.exit_code == 2
+    assert (
+        one_line_error(result) == f"error: --loader-workers must be {MAX_LOADER_WORKERS} or less, got {10**6}"
+    )
+    assert not db.exists()
 
 
 def test_bad_database(tmp_path) -> None:

@@ -285,6 +285,7 @@ def test_the_program_refuses_a_gpu_cause_on_the_cpu(capsys: pytest.CaptureFixtur
         (["--warmup", "-1"], "argument --warmup: must be 0 or more, got -1"),
         (["--batch-size", "0"], "argument --batch-size: must be 1 or more, got 0"),
         (["--loader-workers", "-1"], "argument --loader-workers: must be 0 or more, got -1"),
+        (["--loader-workers", "1000000"], "argument --loader-workers: must be 256 or less, got 1000000"),
         (["--loss-every", "0"], "argument --loss-every: must be 1 or more, got 0"),
         (["--steps", "two"], "argument --steps: takes a whole number, not 'two'"),
     ],

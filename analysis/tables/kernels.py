@@ -270,7 +270,7 @@ BY = Option(
 )  # fmt: skip
 RANGE = Option(
     "range_name", "--range", "Only kernels launched inside NVTX ranges of this name.",
-    str, None, metavar="<name>",
+    str, None, metavar="<name>", names="an NVTX range's name",
 )  # fmt: skip
 
 TABLE = Table(

@@ -42,8 +42,9 @@ class Tables:
 @dataclass(frozen=True)
 class Option:
     """One option of a table's command: the parameter it fills (what `Table.prepare` is given), its flag,
-    its help, its type (bool: a flag; int or str; str with `choices`), default and metavar, and for an int
-    its least value."""
+    its help, its type (bool: a flag; int or str; str with `choices`), default and metavar, for an int its
+    least value, and for a text option left out by default what it names (`names`: an empty value is
+    refused, saying to give that)."""
 
     name: str
     flag: str
@@ -54,6 +55,7 @@ class Option:
     metavar: str | None = None
     minimum: int | None = None
     show_default: bool = True
+    names: str = "a value"
 
 
 # options several commands share: --top (read_tables keeps the first N rows, or gives N to a table that

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from pathlib import Path
 
-from analysis.errors import AnalysisError
+from analysis.errors import AnalysisError, OptionsError
 from analysis.trace.cache_entry import Entry
 from analysis.trace.cache_files import (
     META,
@@ -99,8 +99,11 @@ _PINNED: set[Path] = set()  # the exports this process read through: not evicted
 
 
 def cache_root() -> Path:
-    """HARNESS_CACHE_DIR, or the platform's cache folder for harness."""
+    """HARNESS_CACHE_DIR (set empty: unset), or the platform's cache folder for harness. One of spaces alone
+    is refused: it made a folder of that name in the current folder."""
     env = os.environ.get("HARNESS_CACHE_DIR")
+    if env and not env.strip():
+        raise OptionsError(f"HARNESS_CACHE_DIR={env!r} is blank: give a folder, or unset it for the default")
     if env:
         return Path(env)
     from platformdirs import user_cache_dir
@@ -174,7 +177,7 @@ class Cache:
             try:
                 return parse_size(env)
             except ValueError:
-                raise AnalysisError(
+                raise OptionsError(
                     f"{LIMIT_ENV}={env!r} is not a size (e.g. 5GB, 500MB; 0 caches nothing): fix or unset it"
                 ) from None
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):

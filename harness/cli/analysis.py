@@ -27,7 +27,17 @@ from analysis.tables import stats_format
 from analysis.tables.table import HTA, Option, Table, Tables
 from analysis.trace.exports import clear_exports, clear_named, open_source
 from analysis.trace.multi import folder_entries
-from harness.cli.common import FormatOpt, WideOpt, at_least, cli_errors, err, note, warn, warn_skipped
+from harness.cli.common import (
+    FormatOpt,
+    WideOpt,
+    at_least,
+    cli_errors,
+    err,
+    given_or_left_out,
+    note,
+    warn,
+    warn_skipped,
+)
 from harness.cli.option_group import F, option_group
 from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, reading_options
 from harness.cli.terminal.output import Format, emit, emit_many
@@ -295,7 +305,11 @@ def typer_form(option: Option) -> tuple[Any, Any]:
     if option.choices:
         kind = StrEnum(option.name, {c: c for c in option.choices})  # type: ignore[misc]
         default = None if default is None else kind(default)
-    check = None if option.minimum is None else at_least(option.flag, option.minimum)
+    check: Callable[[Any], Any] | None = None
+    if option.minimum is not None:
+        check = at_least(option.flag, option.minimum)
+    elif kind is str and default is None:  # `--range ''` was looked for as a name: exit 1, not a usage error
+        check = given_or_left_out(option.flag, option.names)
     form = typer.Option(option.flag, help=option.help, metavar=option.metavar, callback=check,
                         show_default=option.show_default)  # fmt: skip
     return Annotated[kind if kind is bool or default is not None else kind | None, form], default

@@ -34,7 +34,7 @@ from harness.cli.terminal.output import Format, say
 from harness.core import signals
 from harness.core.bounds import INT64_MAX, check_count
 from harness.core.errors import EMPTY_RUN_ID, HarnessError, UsageError, os_reason
-from harness.store.location import resolve_url, sqlite_file
+from harness.store.location import env_db, resolve_url, sqlite_file
 from workloads.names import NOT_APPLICABLE, PRECISIONS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -138,13 +138,14 @@ class NotEmpty:
         raise OptionRefused(f"{named} is empty: give {PATH_METAVARS.get(param.metavar or '', 'a path')}")
 
 
-def given_or_left_out(option: str, give: str) -> Callable[[str | None], str | None]:
+def given_or_left_out(option: str, give: str) -> Callable[[Any], Any]:
     """The callback of a text option whose absence means something (every model, local processes, one
     machine): an empty or blank value (`--model "$UNSET"`) is one `error:` line and exit 2, not read as the
-    option left out."""
+    option left out. Of a repeatable option, each value."""
 
-    def check(value: str | None) -> str | None:
-        if value is not None and not value.strip():
+    def check(value: Any) -> Any:
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(v is not None and not v.strip() for v in values):
             raise OptionRefused(f"{option} is empty: give {give}, or leave {option} out")
         return value
 
@@ -163,13 +164,16 @@ def refuse_empty_paths(command: click.Command) -> None:
         refuse_empty_paths(sub)
 
 
-def at_least(option: str, low: int) -> Callable[[Any], Any]:
-    """The callback of a number option that takes `low` or more: a smaller one is one `error:` line and exit
-    2 (click's `min=` printed its usage block and a capitalised `Error:`)."""
+def at_least(option: str, low: int, most: int | None = None) -> Callable[[Any], Any]:
+    """The callback of a number option that takes `low` or more (and `most` or less, where given): another
+    is one `error:` line and exit 2 (click's `min=` printed its usage block and a capitalised `Error:`)."""
 
     def check(value: Any) -> Any:
+        shown = f"{value:g}" if isinstance(value, float) else str(value)  # an int whole, not as 1e+18
         if value is not None and -math.inf < value < low:  # -inf, nan: the command's own check says why
-            raise OptionRefused(f"{option} must be {low} or more, got {value:g}")
+            raise OptionRefused(f"{option} must be {low} or more, got {shown}")
+        if value is not None and most is not None and value > most:
+            raise OptionRefused(f"{option} must be {most} or less, got {shown}")
         return value + 0 if isinstance(value, float) else value  # a typed -0 is 0 ("-0%" said nothing else)
 
     return check
@@ -200,9 +204,10 @@ def positive_ints(option: str, text: str | None, example: str) -> list[int]:
     return list(dict.fromkeys(int(t) for t in items))
 
 
-def count_option(flag: str, low: int, help: str, *short: str) -> Any:
-    """A whole-number option of `low` or more (`<n>` in the help): a smaller one is refused by at_least."""
-    return typer.Option(flag, *short, callback=at_least(flag, low), metavar="<n>", help=help)
+def count_option(flag: str, low: int, help: str, *short: str, most: int | None = None) -> Any:
+    """A whole-number option of `low` or more, and `most` or less where given (`<n>` in the help): another
+    is refused by at_least."""
+    return typer.Option(flag, *short, callback=at_least(flag, low, most), metavar="<n>", help=help)
 
 
 LimitOpt = Annotated[
@@ -222,11 +227,17 @@ def on_command_line(ctx: typer.Context, name: str) -> bool:
     return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
 
 
-def database_not_the_output(db: str | None) -> str | None:
+def database_not_the_output(ctx: typer.Context, param: typer.CallbackParam, db: str | None) -> str | None:
     """--db's check, whether given or not (HARNESS_DB, the default file): the database is not where this
     command's standard output or error is redirected (`harness runs >> results.sqlite` would damage it).
-    An empty --db is refused: it read as no --db, and the default database was used unasked."""
-    if db == "":
+    An empty or blank --db is refused: it read as no --db, and the default database was used unasked; a
+    blank HARNESS_DB too, named (an empty one is unset: harness.store.location)."""
+    if db is not None and not db.strip():
+        if getattr(ctx.get_parameter_source(param.name or "db"), "name", "") == "ENVIRONMENT":
+            try:
+                env_db()
+            except UsageError as e:
+                raise OptionRefused(str(e)) from None
         raise OptionRefused("--db is empty: give a database path or URL, or leave --db out for the default")
     try:
         refuse_streams_over([sqlite_file(resolve_url(db))])

@@ -15,6 +15,7 @@ from harness.cli import export_diff as ed
 from harness.cli.common import (
     RUN_REF_HELP,
     DbOpt,
+    OptionRefused,
     RunRefCommand,
     WideOpt,
     at_least,
@@ -37,6 +38,7 @@ from harness.cli.common import (
 from harness.cli.csv_out import write_csv
 from harness.cli.reading import NoCacheOpt
 from harness.cli.terminal.output import emit, emit_many, markdown_table, to_records, visible
+from harness.core.bounds import check_baseline_name
 from harness.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -276,11 +278,24 @@ baseline_app = typer.Typer(
 )
 
 
+def _baseline_name(name: str) -> str:
+    """The callback of `baseline tag NAME`: a name `diff baseline:NAME` can find, checked before the database
+    is opened (with none there, an empty name was said as a missing database, exit 1)."""
+    try:
+        check_baseline_name(name)
+    except UsageError as e:
+        raise OptionRefused(str(e)) from None
+    return name
+
+
 @baseline_app.command("tag", cls=RunRefCommand)
 @cli_errors
 def baseline_tag_cmd(
     name: Annotated[
-        str, typer.Argument(help="The baseline's name (re-tagging moves it).", show_default=False)
+        str,
+        typer.Argument(
+            help="The baseline's name (re-tagging moves it).", show_default=False, callback=_baseline_name
+        ),
     ],
     run: Annotated[
         str,

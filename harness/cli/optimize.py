@@ -38,6 +38,7 @@ from harness.cli.options import (
 from harness.cli.terminal.output import Format, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
+from harness.core.bounds import MAX_REPEATS
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import RunConfig, names_a_file
 from harness.core.signals import sigterm_raises
@@ -86,7 +87,11 @@ def optimize_cmd(
     repeats: Annotated[
         int,
         count_option(
-            "--repeats", 1, "Rounds of each change against the configuration before it, alternating."
+            "--repeats",
+            1,
+            f"Rounds of each change against the configuration before it, alternating (at most "
+            f"{MAX_REPEATS}).",
+            most=MAX_REPEATS,
         ),
     ] = opt.DEFAULT_REPEATS,
     ci_target: Annotated[

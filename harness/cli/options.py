@@ -98,7 +98,11 @@ OptimizerOpt = Annotated[
 ]  # fmt: skip
 LoaderWorkersOpt = Annotated[
     int,
-    typer.Option("--loader-workers", metavar="<n>", help="--plant slow-loader: its DataLoader's workers."),
+    typer.Option(
+        "--loader-workers",
+        metavar="<n>",
+        help=f"--plant slow-loader: its DataLoader's workers (at most {catalogue.MAX_LOADER_WORKERS}).",
+    ),
 ]
 PinMemoryOpt = Annotated[
     bool,
@@ -331,7 +335,13 @@ NsysModeOpt = Annotated[
 ]
 NsysArgOpt = Annotated[
     list[str] | None,
-    typer.Option("--nsys-arg", metavar="<arg>", help="Passed to `nsys profile` as is (repeatable)."),
+    typer.Option(
+        "--nsys-arg",
+        metavar="<arg>",
+        help="Passed to `nsys profile` as is (repeatable).",
+        # nsys took an empty word for the program to profile
+        callback=given_or_left_out("--nsys-arg", "an nsys flag (--trace=cuda, …)"),
+    ),
 ]
 NsysForceOpt = Annotated[
     bool,

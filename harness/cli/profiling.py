@@ -13,6 +13,7 @@ from harness.cli.common import (
     check_finite_positive,
     cli_errors,
     comma_list,
+    count_option,
     on_command_line,
     warn,
 )
@@ -33,6 +34,7 @@ from harness.cli.options import (
 from harness.cli.terminal.output import Format, emit
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
+from harness.core.bounds import MAX_REPEATS
 from harness.core.errors import UsageError
 from harness.core.machine import describe
 from harness.core.signals import sigterm_raises
@@ -48,7 +50,13 @@ def overhead_cmd(
     ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="Model name, as for `harness run`.")],
     repeats: Annotated[
-        int, typer.Option(help="Runs of each kind, alternating, each in a fresh process.")
+        int,
+        count_option(
+            "--repeats",
+            1,
+            f"Runs of each kind (at most {MAX_REPEATS}), alternating, each in a fresh process.",
+            most=MAX_REPEATS,
+        ),
     ] = 3,
     nsys_modes: Annotated[
         str,
@@ -94,8 +102,6 @@ def overhead_cmd(
     nsys_only = nsys_only or on_command_line(ctx, "nsys_modes")
     if profiler != "nsys" and (mode_list != ["light"] or nsys_only):
         raise UsageError("--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys")
-    if repeats <= 0:
-        raise UsageError(f"--repeats must be a positive number, got {repeats}")
     check_finite_positive("--ci-target", ci_target, "percentage")
     if max_time != overhead.DEFAULT_MAX_TIME and ci_target is None:
         raise UsageError("--max-time bounds the rounds --ci-target adds: give --ci-target, or leave it out")

@@ -41,6 +41,7 @@ from harness.cli.options import (
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
+from harness.core.bounds import MAX_REPEATS
 from harness.core.errors import HarnessError, UsageError
 from harness.core.machine import busy_note, describe
 from harness.core.records import config_phases, new_id
@@ -79,9 +80,10 @@ RepeatsOpt = Annotated[
     count_option(
         "--repeats",
         1,
-        "Run it N times, each in a fresh process, stored as one experiment: the drift between runs of this "
-        "configuration on this machine, which `diff`, its --gate and `optimize` judge one run a side "
-        "against. No profiler.",
+        f"Run it N times (at most {MAX_REPEATS}), each in a fresh process, stored as one experiment: the "
+        "drift between runs of this configuration on this machine, which `diff`, its --gate and `optimize` "
+        "judge one run a side against. No profiler.",
+        most=MAX_REPEATS,
     ),
 ]
 # --memory (harness/execution/memory.py)

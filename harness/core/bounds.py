@@ -3,7 +3,8 @@ machine can hold.
 
 A count past int64 (`--steps 100000000000000000000000`) ran and was then lost on save (SQLite stores
 signed 64-bit integers); a seed past it failed inside torch with a traceback. `--nproc 1000` started a
-thousand Python processes with torch until the OOM killer stepped in. Both are refused here with one line.
+thousand Python processes with torch until the OOM killer stepped in; `--repeats 1000000000` started fresh
+processes one after another until stopped. Each is refused here with one line.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ OPTIONS = {
     "loader_workers": "--loader-workers", "loss_every": "--loss-every", "delay_ms": "--delay-rank",
     "delay_rank": "--delay-rank",
 }  # fmt: skip
+# runs a command starts one after another, each in a fresh process (seconds each): 10,000 of the smallest
+# model take most of a day; more is a slip (`--repeats 1000000000`), which ran until stopped
+MAX_REPEATS = 10_000
 RANK_MEMORY = 400 * 1024**2  # a rank's Python, torch and a tiny model: ~350 MB resident, measured on CPU
 RANKS_PER_CORE = 4
 MAX_RANKS_ENV = "HARNESS_MAX_RANKS"

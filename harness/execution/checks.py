@@ -117,6 +117,8 @@ def validate(config: RunConfig) -> None:
         )
     if config.loader_workers < 0:
         raise UsageError(f"--loader-workers must be 0 or more, got {config.loader_workers}")
+    if (workers := config.loader_workers) > catalogue.MAX_LOADER_WORKERS:  # each a process
+        raise UsageError(f"--loader-workers must be {catalogue.MAX_LOADER_WORKERS} or less, got {workers}")
     if config.loss_every <= 0:
         raise UsageError(f"--loss-every must be a positive number of steps, got {config.loss_every}")
     unknown_fixes = [f for f in config.fixes if f not in catalogue.FIXES]

@@ -1,11 +1,19 @@
 """Where the results database is: `--db`, else HARNESS_DB, else the default SQLite file; the file of a
 sqlite URL, and how a URL is shown. Light: SQLAlchemy's URL parser is imported only when a URL is parsed, so
-the command line checks where the database is before anything opens it."""
+the command line checks where the database is before anything opens it.
+
+HARNESS_DB set to the empty string is HARNESS_DB unset (`HARNESS_DB= harness runs` reads the default
+database), as every HARNESS_* variable is read, and as click reads an option's variable and XDG_DATA_HOME is
+read; one of spaces alone is refused: it named a file of that name in the current folder."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from harness.core.errors import UsageError
+
+DB_ENV = "HARNESS_DB"
 
 
 def default_db_path() -> Path:
@@ -13,9 +21,19 @@ def default_db_path() -> Path:
     return base / "harness" / "results.sqlite"
 
 
+def env_db() -> str | None:
+    """HARNESS_DB, None where it is unset or empty; UsageError where it is spaces alone."""
+    value = os.environ.get(DB_ENV)
+    if value and not value.strip():
+        raise UsageError(
+            f"{DB_ENV}={value!r} is blank: give a database path or URL, or unset it for the default database"
+        )
+    return value or None
+
+
 def resolve_url(db: str | None = None) -> str:
     """`--db` value, else HARNESS_DB, else the default SQLite file. Plain paths become sqlite URLs."""
-    db = db or os.environ.get("HARNESS_DB") or str(default_db_path())
+    db = db or env_db() or str(default_db_path())
     if "://" in db:
         return db
     path = Path(db).expanduser()

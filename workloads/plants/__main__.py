@@ -22,7 +22,7 @@ import torch
 import workloads
 from workloads.names import DATA, counted
 from workloads.plants import CAUSES, KNOBS, PLANTS, Knobs, make
-from workloads.plants.catalogue import OPTIMIZERS
+from workloads.plants.catalogue import MAX_LOADER_WORKERS, OPTIMIZERS
 
 try:
     import nvtx
@@ -59,9 +59,10 @@ def first_words(doc: str | None) -> str:
     return text[: min((i for i in (text.find(":"), text.find(". ")) if i >= 0), default=len(text))]
 
 
-def at_least(least: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of `least` or more (a step count of 0 timed nothing, and a warm-up
-    of -1 never started the clock: the step time printed was the machine's uptime)."""
+def at_least(least: int, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number of `least` or more, and `most` or less where given (a step count of
+    0 timed nothing, and a warm-up of -1 never started the clock: the step time printed was the machine's
+    uptime)."""
 
     def parse(text: str) -> int:
         try:
@@ -70,6 +71,8 @@ def at_least(least: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"takes a whole number, not {text!r}") from None
         if value < least:
             raise argparse.ArgumentTypeError(f"must be {least} or more, got {value}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"must be {most} or less, got {value}")
         return value
 
     return parse
@@ -94,7 +97,8 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     knobs = parser.add_argument_group("knobs (the fixes a user would make; the cause's own by default)")
     knobs.add_argument("--optimizer", choices=OPTIMIZERS, help="AdamW's implementation")
-    knobs.add_argument("--loader-workers", type=at_least(0), help="the slow loader's DataLoader workers")
+    knobs.add_argument("--loader-workers", type=at_least(0, MAX_LOADER_WORKERS),
+                       help="the slow loader's DataLoader workers")  # fmt: skip
     knobs.add_argument("--pin-memory", action="store_true", default=None, help="pinned, non_blocking copies")
     knobs.add_argument("--loss-every", type=at_least(1), help="host-sync: read the loss every N steps")
     knobs.add_argument("--dynamic-shapes", action="store_true", default=None,

@@ -38,6 +38,11 @@ SHOWS, HIDDEN, REFUSED = "shows", "hidden", "refused"
 OPTIMIZERS = ("auto", "loop", "foreach", "fused")  # AdamW's implementation (Knobs.optimizer)
 
 
+# the planted loader's DataLoader workers, each a process forked from the run: torch warns past the cores;
+# more is a slip (`--loader-workers 1000000` forked until stopped), never a loader
+MAX_LOADER_WORKERS = 256
+
+
 @dataclass(frozen=True)
 class Knobs:
     """How the train step is written where a user's could differ, each a run option of the same name:
