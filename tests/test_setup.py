@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # What a test file uses to reach ../shared/fixtures: the conftest fixtures and helpers that read it.
 CORPUS_USES = re.compile(
-    r"a100_export|cpu_export|a100_expected|cpu_expected|SHARED_NSYS|SHARED_KINETO|kineto_data|golden_outputs"
+    r"a100_export|cpu_export|h100_export|a100_expected|cpu_expected|SHARED_NSYS|SHARED_KINETO|kineto_data|golden_outputs"
     r"|\"shared\"|\.\./shared"
 )
 
