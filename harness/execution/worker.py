@@ -10,7 +10,8 @@ and reads its result back (or says how it died); sweeps, profilers and ranks use
 
 Each finished step is also appended to RESULT.steps.jsonl at once, so the steps measured before the
 worker was killed outright (kill -9, the kernel's out-of-memory killer) or crashed are not lost. Ctrl-C and
-SIGTERM end the run early and still write RESULT.json, with status "interrupted".
+SIGTERM end the run early and still write RESULT.json, with status "interrupted"; a signal after the first
+is dropped (harness.core.signals.first_raises): the run is stopping already.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, StepRecord, new_id, result_from_dict, result_to_dict
-from harness.core.signals import interrupted, name, signal_of, sigterm_raises
+from harness.core.signals import first_raises, interrupted, name, signal_of
 from harness.execution import supervisor
 from harness.execution.generate import serving_figures
 from harness.execution.ranks import distributed
@@ -73,7 +74,7 @@ def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
             print("error: a run across ranks is started by torchrun (harness run --nproc)", file=sys.stderr)
             return 2
         result_path = distributed.rank_path(result_path, rank)
-    with sigterm_raises(), steps_path(result_path).open("w") as log:
+    with first_raises(), steps_path(result_path).open("w") as log:
 
         def on_step(step: StepRecord) -> None:
             log.write(json.dumps(asdict(step)) + "\n")
