@@ -221,6 +221,31 @@ def test_a_signal_while_the_interrupted_worker_finishes_keeps_its_steps(
     assert result.error == f"interrupted by {signal.Signals(first).name} after 2 of 5 measured steps"
 
 
+@pytest.mark.usefixtures("worker_handlers")
+def test_a_signal_as_the_run_finishes_its_last_step_keeps_its_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal that came after the last step, as the run worked out its figures, escaped the runner and was
+    said to have come before the first step, every step measured thrown away."""
+    from harness.execution import runner, worker
+
+    real_record = runner.record_dynamo
+
+    def record(*args: Any) -> None:  # after the step loop, as the run finishes
+        os.kill(os.getpid(), signal.SIGTERM)
+        real_record(*args)
+
+    monkeypatch.setattr(runner, "record_dynamo", record)
+    config = RunConfig(model="char", device="cpu", warmup=1, steps=2)
+    cfg, res = tmp_path / "config.json", tmp_path / "result.json"
+    worker.write_worker_config(config, "char-1", cfg)
+    assert worker.main([str(cfg), str(res)]) == 0
+    result = worker.read_worker_result(config, "char-1", res, 0, "")
+    assert result.status == "interrupted" and [s.step for s in result.steps] == [0, 1, 2]
+    assert result.error == "interrupted by SIGTERM after 2 of 2 measured steps"
+    assert result.tokens_per_s is not None and result.tokens_per_s > 0
+
+
 def test_nvtx_detail_attaches_hooks_per_layer() -> None:
     from harness.core.nvtx_ranges import attach_detail_ranges
 

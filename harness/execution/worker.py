@@ -87,9 +87,8 @@ def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
         except HarnessError as e:
             print(f"error: {e}", file=sys.stderr)
             return e.exit_code
-        except KeyboardInterrupt as e:  # before the first step could start
-            why = interrupted(signal_of(e), "before the first step")
-            result = RunResult(run_id=spec["run_id"], config=config, status="interrupted", error=why)
+        except KeyboardInterrupt as e:  # before the first step could start, or as the run finished its last
+            result = _stopped_outside_the_steps(config, spec["run_id"], result_path, signal_of(e))
         except Exception as e:  # a crash in a sweep point is recorded, and the sweep goes on
             traceback.print_exc()
             # the steps finished before it are kept (a rank whose peer died fails in its collective call)
@@ -114,6 +113,19 @@ def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
             return 1
         distributed.finish()
     return 0
+
+
+def _stopped_outside_the_steps(config: RunConfig, run_id: str, result_path: Path, sig: int) -> RunResult:
+    """The run a signal stopped outside the runner's steps: before the first, or after the last as the run
+    finished (its figures, its result); the steps it logged are kept, with their figures."""
+    steps = read_steps(result_path)
+    if not steps:
+        why = interrupted(sig, "before the first step")
+        return RunResult(run_id=run_id, config=config, status="interrupted", error=why)
+    measured = sum(not s.warmup for s in steps)
+    why = interrupted(sig, f"after {measured} of {config.steps} measured steps")
+    stopped = RunResult(run_id=run_id, config=config, status="interrupted", error=why, steps=steps)
+    return with_kept_figures(stopped)
 
 
 def worker_command(config_path: Path, result_path: Path, entry: str = ENTRY) -> list[str]:
