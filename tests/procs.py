@@ -110,3 +110,59 @@ def fixed_phase_times(folder: Path, baseline_ns: int, profiled_ns: int) -> str:
     values = f"BASELINE_NS, PROFILED_NS = {baseline_ns}, {profiled_ns}\n"
     (folder / "sitecustomize.py").write_text(values + FIXED_PHASES)
     return str(folder)
+
+
+SLOW_TO_FINISH = """\
+import os, pathlib, time
+argv = pathlib.Path('/proc/self/cmdline').read_bytes().split(b'\\0')
+if b'harness.execution.worker' in argv:
+    from harness.execution import runner, supervisor
+
+
+    def _state(pid):
+        try:
+            stat = pathlib.Path(f'/proc/{pid}/stat').read_text()
+        except OSError:
+            return None
+        comm, rest = stat.split('(', 1)[1].rsplit(')', 1)
+        return comm, rest.split()[0], int(rest.split()[1])
+
+
+    def _nsys_above():
+        pid = os.getpid()
+        while pid > 1 and (seen := _state(pid)) is not None:
+            if seen[0] == 'nsys':
+                return pid
+            pid = seen[2]
+        return None
+
+
+    NSYS = _nsys_above()
+    real = runner.record_dynamo
+
+
+    def finishing(result, before):
+        if result.status == 'interrupted' and NSYS is not None:
+            end = time.monotonic() + 300
+            while (seen := _state(NSYS)) is not None and seen[1] != 'Z' and time.monotonic() < end:
+                time.sleep(0.05)
+            if seen is None or seen[1] == 'Z':
+                pathlib.Path(os.environ['HARNESS_TEST_FINISHED']).write_text('after nsys exited')
+                # past the moment the supervisor used to send what nsys left SIGTERM, and then SIGKILL
+                time.sleep(2 * supervisor.LEFTOVER_WAIT_S + 2)
+        return real(result, before)
+
+
+    runner.record_dynamo = finishing
+"""
+
+
+def slow_to_finish(folder: Path, said: Path) -> dict[str, str]:
+    """The environment for `start` in which a harness worker under nsys, once interrupted, finishes only
+    after nsys has exited, and then later than the supervisor used to wait for what nsys left behind: how
+    a worker finishes on a loaded machine, nsys told to stop passing the signal on and exiting without
+    waiting for its program. A sitecustomize in `folder` does it; the worker writes 'after nsys exited' to
+    `said` as nsys has, before it finishes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(SLOW_TO_FINISH)
+    return {"PYTHONPATH": os.pathsep.join([str(folder), str(REPO)]), "HARNESS_TEST_FINISHED": str(said)}

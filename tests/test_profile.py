@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from procs import fixed_phase_times, logged_steps, marked, output, start, wait_until
+from procs import fixed_phase_times, logged_steps, marked, output, slow_to_finish, start, wait_until
 from reading import flat
 from typer.testing import CliRunner
 
@@ -227,12 +227,14 @@ def test_report_name_given_with_nsys_arg_is_followed(in_tmp: Path) -> None:
 LONG_RUN = ["run", "char", "--device", "cpu", "--nsys", "--steps", "100000", "--warmup", "1", "-b", "1"]
 
 
-def _start_long_run(tmp_path: Path, nsys_bin: str) -> tuple[subprocess.Popen[bytes], Path, Path, str]:
+def _start_long_run(
+    tmp_path: Path, nsys_bin: str, **env: str
+) -> tuple[subprocess.Popen[bytes], Path, Path, str]:
     """`harness run --nsys` as a real process, returned once its worker has measured two steps."""
     tmp, db, mark = tmp_path / "tmp", tmp_path / "r.sqlite", uuid.uuid4().hex
     tmp.mkdir()
     args = [*LONG_RUN, "-t", "32", "--no-nsys-baseline", "--db", str(db), "--format", "json"]
-    proc = start(args, tmp_path, mark, TMPDIR=str(tmp), HARNESS_NSYS=nsys_bin)
+    proc = start(args, tmp_path, mark, TMPDIR=str(tmp), HARNESS_NSYS=nsys_bin, **env)
     try:
         wait_until(lambda: logged_steps(tmp) >= 3, 300, "the worker under nsys to measure two steps")
     except AssertionError:
@@ -273,6 +275,29 @@ def test_interrupted_run_is_stored_with_its_steps_and_profile(
     (row,) = next(rows for title, rows in shown.items() if title.startswith(titled))
     assert row["status"] == "interrupted"
     assert row["forward mean (ns)"] == pytest.approx(run["forward_mean_ns"])
+    assert marked(mark) == []
+    assert list(tmp.glob("harness-*")) == []
+
+
+def test_a_worker_finishing_after_nsys_exited_keeps_its_steps(tmp_path: Path, nsys_bin: str) -> None:
+    """SIGTERM: nsys stops recording, passes the signal to the worker and exits without waiting for it. On
+    a loaded machine the worker was still finishing then, and the supervisor, ending what nsys left, sent
+    it SIGTERM again 3 s later (raised, it threw the steps away: "interrupted by SIGTERM before the first
+    step") and SIGKILL 3 s after that (its result never written). The worker here finishes after both
+    would have come: its run is stored as any run stopped by SIGTERM is."""
+    said = tmp_path / "finished"
+    proc, tmp, db, mark = _start_long_run(tmp_path, nsys_bin, **slow_to_finish(tmp_path / "hook", said))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(300) == 143, output(tmp_path)
+    assert said.read_text() == "after nsys exited"  # the worker was still finishing when nsys had gone
+    text = output(tmp_path)
+    assert "Traceback" not in text
+    (run,) = ResultsStore(str(db), readonly=True).runs().to_dict("records")
+    steps = ResultsStore(str(db), readonly=True).step_timings([run["run_id"]])
+    measured = int((~steps["warmup"]).sum() / 3)
+    assert measured >= 2 and run["status"] == "interrupted"
+    line = f"run {run['run_id']} interrupted by SIGTERM after {measured} of 100000 measured steps"
+    assert f"error: {line}; stored as interrupted; files kept: {run['nsys_rep']}" in flat(text)
     assert marked(mark) == []
     assert list(tmp.glob("harness-*")) == []
 

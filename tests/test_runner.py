@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -168,6 +173,77 @@ def test_worker_killed_outright_keeps_the_steps_it_logged(tmp_path) -> None:
     assert result.error == (
         "worker killed by SIGKILL (often the kernel's out-of-memory killer) after 1 measured step"
     )
+
+
+@pytest.fixture
+def worker_handlers() -> Iterator[None]:
+    """SIGINT raising KeyboardInterrupt as in a foreground process (pytest run as a background job has it
+    ignored), and both handlers put back after a worker run in this process (it ignores both once it
+    writes its result)."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.usefixtures("worker_handlers")
+@pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_while_the_interrupted_worker_finishes_keeps_its_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: int
+) -> None:
+    """nsys passes the first signal to its worker and exits without waiting for it; the supervisor then
+    sends what nsys left behind SIGTERM. Raised while the worker finished its interrupted run, that second
+    signal threw the steps away ("interrupted by SIGTERM before the first step"); it is dropped now."""
+    from harness.execution import runner, worker
+
+    calls = {"n": 0}
+    real_loss, real_record = workloads.loss_fn, runner.record_dynamo
+
+    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        calls["n"] += 1
+        if calls["n"] == 4:  # during the third measured step
+            os.kill(os.getpid(), first)
+        return real_loss(logits, targets)
+
+    def record(*args: Any) -> None:  # as the run finishes, after its step loop
+        os.kill(os.getpid(), signal.SIGTERM)
+        real_record(*args)
+
+    monkeypatch.setattr(workloads, "loss_fn", loss)
+    monkeypatch.setattr(runner, "record_dynamo", record)
+    config = RunConfig(model="char", device="cpu", warmup=1, steps=5)
+    cfg, res = tmp_path / "config.json", tmp_path / "result.json"
+    worker.write_worker_config(config, "char-1", cfg)
+    assert worker.main([str(cfg), str(res)]) == 0
+    result = worker.read_worker_result(config, "char-1", res, 0, "")
+    assert result.status == "interrupted" and [s.step for s in result.steps] == [0, 1, 2]
+    assert result.error == f"interrupted by {signal.Signals(first).name} after 2 of 5 measured steps"
+
+
+@pytest.mark.usefixtures("worker_handlers")
+def test_a_signal_as_the_run_finishes_its_last_step_keeps_its_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal that came after the last step, as the run worked out its figures, escaped the runner and was
+    said to have come before the first step, every step measured thrown away."""
+    from harness.execution import runner, worker
+
+    real_record = runner.record_dynamo
+
+    def record(*args: Any) -> None:  # after the step loop, as the run finishes
+        os.kill(os.getpid(), signal.SIGTERM)
+        real_record(*args)
+
+    monkeypatch.setattr(runner, "record_dynamo", record)
+    config = RunConfig(model="char", device="cpu", warmup=1, steps=2)
+    cfg, res = tmp_path / "config.json", tmp_path / "result.json"
+    worker.write_worker_config(config, "char-1", cfg)
+    assert worker.main([str(cfg), str(res)]) == 0
+    result = worker.read_worker_result(config, "char-1", res, 0, "")
+    assert result.status == "interrupted" and [s.step for s in result.steps] == [0, 1, 2]
+    assert result.error == "interrupted by SIGTERM after 2 of 2 measured steps"
+    assert result.tokens_per_s is not None and result.tokens_per_s > 0
 
 
 def test_nvtx_detail_attaches_hooks_per_layer() -> None:

@@ -162,6 +162,43 @@ def test_sigterm_is_passed_on(tmp_path: Path) -> None:
     assert marked(mark) == []
 
 
+# a command that leaves a program in a session of its own, as nsys leaves the program it was told to stop:
+# told SIGTERM, the program takes longer to finish than the supervisor used to give it before SIGKILL
+FINISHING = textwrap.dedent(
+    """
+    import pathlib, signal, sys, time
+    folder = pathlib.Path(sys.argv[1])
+
+    def finish(signum, frame):
+        time.sleep(2 * float(sys.argv[2]) + 2)
+        (folder / "finished").touch()
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, finish)
+    (folder / "ready").touch()
+    time.sleep(300)
+    """
+)
+LEAVES = textwrap.dedent(
+    """
+    import pathlib, subprocess, sys, time
+    subprocess.Popen([sys.executable, "-c", sys.argv[1], *sys.argv[2:]], start_new_session=True)
+    while not pathlib.Path(sys.argv[2], "ready").exists():
+        time.sleep(0.05)
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_program_left_behind_finishing_after_sigterm_is_let_finish(tmp_path: Path) -> None:
+    """nsys told to stop passes the signal to its program and exits without waiting for it: what it leaves
+    behind may be a worker still writing its result. It was killed LEFTOVER_WAIT_S after the supervisor's
+    SIGTERM; it now has the grace a command told SIGTERM has."""
+    args = [FINISHING, str(tmp_path), str(supervisor.LEFTOVER_WAIT_S)]
+    done = supervisor.run([sys.executable, "-c", LEAVES, *args])
+    assert done.returncode == 0 and (tmp_path / "finished").exists()
+
+
 @pytest.mark.slow
 def test_killed_parent_takes_its_children_and_temporary_folder(tmp_path: Path) -> None:
     parent, folder, mark = _start_parent(tmp_path)
@@ -217,6 +254,27 @@ def test_a_signal_ignored_before_a_save_stays_ignored_after_it() -> None:
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_worker_raises_on_its_first_signal_only_and_an_ignored_one_stays_ignored() -> None:
+    """The worker's handlers (first_raises): the first SIGINT or SIGTERM raises, later ones are dropped (the
+    run is stopping already); SIGINT ignored before, as in a background job, is not raised either."""
+    from harness.core.signals import Terminated, first_raises
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with first_raises():
+            signal.raise_signal(signal.SIGINT)
+            with pytest.raises(Terminated):
+                signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == previous[signal.SIGTERM]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def test_ctrl_c_is_never_raised_inside_the_wait_for_the_command(

@@ -10,6 +10,7 @@ import contextlib
 import re
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 
 class Terminated(KeyboardInterrupt):
@@ -82,6 +83,37 @@ def sigterm_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def first_raises() -> Iterator[None]:
+    """Within the block, the first SIGINT or SIGTERM raises (KeyboardInterrupt, Terminated) in the main thread
+    and later ones are dropped: the block is stopping already, and what it measured is kept. A worker that
+    nsys told to stop is often still finishing when nsys exits, and the supervisor, ending what nsys left
+    behind, sends it SIGTERM again; raised there, that second signal would throw away the steps the worker
+    measured. A signal ignored before the block stays ignored; a handler the block sets itself (SIG_IGN
+    while it writes its result) stays as it set it. Main thread only (elsewhere: the handlers are left)."""
+
+    came: list[int] = []
+
+    def first(signum: int, frame: object) -> None:
+        if not came:
+            came.append(signum)
+            raise raised(signum)
+
+    previous: dict[int, Any] = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # a background job's SIGINT stays ignored
+                previous[sig] = signal.signal(sig, first)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            if signal.getsignal(sig) is first:
+                signal.signal(sig, handler)
 
 
 @contextlib.contextmanager

@@ -11,8 +11,9 @@
 - passes SIGINT and SIGTERM on to COMMAND (nsys then stops collecting, passes the signal to the program
   and writes its report; the worker keeps the steps it measured). GRACE_S after a SIGTERM, or at a second
   SIGINT (Ctrl-C twice), it kills everything that is left;
-- when COMMAND is done, ends what it left behind, and if the harness is gone removes the folders given
-  with --cleanup (the harness's temporary folders: nobody else will).
+- when COMMAND is done, ends what it left behind (SIGTERM, then after GRACE_S SIGKILL: the program nsys
+  told to stop may still be writing its result when nsys exits), and if the harness is gone removes the
+  folders given with --cleanup (the harness's temporary folders: nobody else will).
 
 Starting it costs one bare Python start-up (about 30 ms); it imports nothing heavy.
 """
@@ -352,9 +353,12 @@ class _Supervisor:
             _signal_all(descendants(os.getpid()), signal.SIGKILL)
 
     def end_leftovers(self) -> None:
-        """What COMMAND started and left: a moment to exit by itself, then SIGTERM, then SIGKILL."""
+        """What COMMAND started and left: a moment to exit by itself, then SIGTERM, then SIGKILL. SIGTERM
+        gives GRACE_S, as it does to COMMAND: nsys told to stop passes the signal to its program and exits
+        without waiting for it, so a worker may still be writing its result here. What exits on SIGTERM
+        (nsys's agent) is gone at once; Ctrl-C twice still kills everything."""
         me = os.getpid()
-        for sig, wait in ((None, LEFTOVER_WAIT_S), (signal.SIGTERM, LEFTOVER_WAIT_S), (signal.SIGKILL, 1.0)):
+        for sig, wait in ((None, LEFTOVER_WAIT_S), (signal.SIGTERM, GRACE_S), (signal.SIGKILL, 1.0)):
             left = descendants(me)
             if not left:
                 return

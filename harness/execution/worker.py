@@ -10,7 +10,8 @@ and reads its result back (or says how it died); sweeps, profilers and ranks use
 
 Each finished step is also appended to RESULT.steps.jsonl at once, so the steps measured before the
 worker was killed outright (kill -9, the kernel's out-of-memory killer) or crashed are not lost. Ctrl-C and
-SIGTERM end the run early and still write RESULT.json, with status "interrupted".
+SIGTERM end the run early and still write RESULT.json, with status "interrupted"; a signal after the first
+is dropped (harness.core.signals.first_raises): the run is stopping already.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, StepRecord, new_id, result_from_dict, result_to_dict
-from harness.core.signals import interrupted, name, signal_of, sigterm_raises
+from harness.core.signals import first_raises, interrupted, name, signal_of
 from harness.execution import supervisor
 from harness.execution.generate import serving_figures
 from harness.execution.ranks import distributed
@@ -73,7 +74,7 @@ def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
             print("error: a run across ranks is started by torchrun (harness run --nproc)", file=sys.stderr)
             return 2
         result_path = distributed.rank_path(result_path, rank)
-    with sigterm_raises(), steps_path(result_path).open("w") as log:
+    with first_raises(), steps_path(result_path).open("w") as log:
 
         def on_step(step: StepRecord) -> None:
             log.write(json.dumps(asdict(step)) + "\n")
@@ -86,9 +87,8 @@ def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
         except HarnessError as e:
             print(f"error: {e}", file=sys.stderr)
             return e.exit_code
-        except KeyboardInterrupt as e:  # before the first step could start
-            why = interrupted(signal_of(e), "before the first step")
-            result = RunResult(run_id=spec["run_id"], config=config, status="interrupted", error=why)
+        except KeyboardInterrupt as e:  # before the first step could start, or as the run finished its last
+            result = _stopped_outside_the_steps(config, spec["run_id"], result_path, signal_of(e))
         except Exception as e:  # a crash in a sweep point is recorded, and the sweep goes on
             traceback.print_exc()
             # the steps finished before it are kept (a rank whose peer died fails in its collective call)
@@ -113,6 +113,19 @@ def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
             return 1
         distributed.finish()
     return 0
+
+
+def _stopped_outside_the_steps(config: RunConfig, run_id: str, result_path: Path, sig: int) -> RunResult:
+    """The run a signal stopped outside the runner's steps: before the first, or after the last as the run
+    finished (its figures, its result); the steps it logged are kept, with their figures."""
+    steps = read_steps(result_path)
+    if not steps:
+        why = interrupted(sig, "before the first step")
+        return RunResult(run_id=run_id, config=config, status="interrupted", error=why)
+    measured = sum(not s.warmup for s in steps)
+    why = interrupted(sig, f"after {measured} of {config.steps} measured steps")
+    stopped = RunResult(run_id=run_id, config=config, status="interrupted", error=why, steps=steps)
+    return with_kept_figures(stopped)
 
 
 def worker_command(config_path: Path, result_path: Path, entry: str = ENTRY) -> list[str]:
