@@ -296,9 +296,14 @@ SHAPES_OPTION = Option(
     "One row per operator and input shapes (traces recorded with record_shapes=True).",
 )  # fmt: skip
 WITHIN_OPTION = Option(
-    "within", "--range", "Only operators that start inside ranges of this name.",
-    str, None, metavar="<name>", names="a range's name",
-)  # fmt: skip
+    "within",
+    "--range",
+    "Only operators that start inside ranges of this name.",
+    str,
+    None,
+    metavar="<name>",
+    names="a range's name",
+)
 
 TABLE = frame_table(
     "operators",

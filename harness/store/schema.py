@@ -29,13 +29,17 @@ SIGNATURES = {
 }
 
 
-class StoredJSON(TypeDecorator[Any]):
-    """A JSON column read back as SQLAlchemy reads one, or, where the database holds text that is no JSON
-    there (a row edited by hand), as that text (NotJson), for harness.store.stored_check to say so in one
-    line: json.loads raised out of the query, and one such row stopped every command that read its table."""
+class ReadAsStored(TypeDecorator[Any]):
+    """A column read back as SQLAlchemy reads its type, or, where the database holds what that type cannot
+    read (a row edited by hand), as `kept` makes it, for harness.store.stored_check to say so in one line:
+    the reader's error raised out of the query, and one such row stopped every command that read its
+    table."""
 
-    impl = JSON
     cache_ok = True
+    unreadable: tuple[type[Exception], ...] = (ValueError, TypeError)
+
+    def kept(self, value: Any) -> Any:
+        return value
 
     def result_processor(self, dialect: Any, coltype: Any) -> Any:
         inner = self.impl_instance.result_processor(dialect, coltype)
@@ -45,10 +49,21 @@ class StoredJSON(TypeDecorator[Any]):
         def process(value: Any) -> Any:
             try:
                 return inner(value)
-            except (ValueError, TypeError, RecursionError):
-                return NotJson(value.decode(errors="backslashreplace") if isinstance(value, bytes) else value)
+            except self.unreadable:
+                return self.kept(value)
 
         return process
+
+
+class StoredJSON(ReadAsStored):
+    """JSON, or the text that is no JSON there (NotJson)."""
+
+    impl = JSON
+    cache_ok = True
+    unreadable = (ValueError, TypeError, RecursionError)
+
+    def kept(self, value: Any) -> Any:
+        return NotJson(value.decode(errors="backslashreplace") if isinstance(value, bytes) else value)
 
 
 class Base(DeclarativeBase):
@@ -70,25 +85,11 @@ class RunRow:
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True, sort_order=-1)
 
 
-class StoredTime(TypeDecorator[datetime]):
-    """A time column read back as SQLAlchemy reads one, or, where the database holds no time there (a row
-    edited by hand: `yesterday`, 5), as it is, for harness.store.stored_check to say so in one line."""
+class StoredTime(ReadAsStored):
+    """A time, or what is there that is no time (`yesterday`, 5), as it is."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
-
-    def result_processor(self, dialect: Any, coltype: Any) -> Any:
-        inner = self.impl_instance.result_processor(dialect, coltype)
-        if inner is None:
-            return None
-
-        def process(value: Any) -> Any:
-            try:
-                return inner(value)
-            except (ValueError, TypeError):
-                return value
-
-        return process
 
 
 class Run(Base):

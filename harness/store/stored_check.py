@@ -10,6 +10,7 @@ said with its sweep: a difference of text was shown as a hundred x's, a time of 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -151,11 +152,7 @@ def check_agreement(phase: Any, steps: Any, *figures: Any) -> None:
 
 def check_agreements(where: str, rows: list[Any]) -> None:
     """Rows of (run_id, *AGREEMENT_COLUMNS) as TimingsPart reads them."""
-    for run_id, *values in rows:
-        try:
-            check_agreement(*values)
-        except fields.Damaged as e:
-            raise _refused(where, run_id, e) from None
+    _each_row(where, rows, check_agreement)
 
 
 ATTENTION_COUNTS = {"batch_size": 1, "num_heads": 1, "head_dim": 1, "seq_len": 1, "warmup": 0, "trials": 1}
@@ -214,9 +211,14 @@ def check_tagged(where: str, name: str, run_id: str, created: Any, when: Any) ->
 
 def check_steps(where: str, rows: list[Any]) -> None:
     """Rows of (run_id, step, phase, duration_ns, warmup, rank) as TimingsPart reads them."""
+    _each_row(where, rows, check_step)
+
+
+def _each_row(where: str, rows: list[Any], check: Callable[..., None]) -> None:
+    """`check` of each row's values after its run id; a damaged one refused, naming its run."""
     for run_id, *values in rows:
         try:
-            check_step(*values)
+            check(*values)
         except fields.Damaged as e:
             raise _refused(where, run_id, e) from None
 
