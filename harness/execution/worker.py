@@ -29,7 +29,7 @@ from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, StepRecord, new_id, result_from_dict, result_to_dict
-from harness.core.signals import interrupted, name, signal_of, sigterm_raises
+from harness.core.signals import hand_on, interrupted, name, signal_of, sigterm_raises
 from harness.execution import supervisor
 from harness.execution.generate import serving_figures
 from harness.execution.ranks import distributed
@@ -86,9 +86,15 @@ def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
         except HarnessError as e:
             print(f"error: {e}", file=sys.stderr)
             return e.exit_code
-        except KeyboardInterrupt as e:  # before the first step could start
-            why = interrupted(signal_of(e), "before the first step")
-            result = RunResult(run_id=spec["run_id"], config=config, status="interrupted", error=why)
+        except KeyboardInterrupt as e:  # before the first step could start, or after the last (its figures)
+            steps = read_steps(result_path)
+            measured = sum(not s.warmup for s in steps)
+            when = f"after {measured} of {config.steps} measured steps" if steps else "before the first step"
+            why = interrupted(signal_of(e), when)
+            run_id = spec["run_id"]
+            result = RunResult(run_id=run_id, config=config, status="interrupted", error=why, steps=steps)
+            if steps:  # with the figures its logged steps give, as a killed worker's
+                result = with_kept_figures(result)
         except Exception as e:  # a crash in a sweep point is recorded, and the sweep goes on
             traceback.print_exc()
             # the steps finished before it are kept (a rank whose peer died fails in its collective call)
@@ -251,7 +257,10 @@ def run_isolated(
     entry: str = ENTRY,
 ) -> RunResult:
     """One configuration in a fresh process (supervised: it ends with the harness; Ctrl-C is passed on);
-    `on_steps(n)` as its steps finish, for a progress bar."""
+    `on_steps(n)` as its steps finish, for a progress bar. A signal that came as the worker finished its run
+    all the same (ok, or out of memory) leaves the run as it ended and is handed on after it (`hand_on`): a
+    caller that keeps the run holds signals around this call (harness.core.signals.deferred) and stops
+    once it is stored; elsewhere it is raised."""
     run_id = run_id or new_id(config.model)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
@@ -263,6 +272,10 @@ def run_isolated(
         )
     if done.interrupted and result.status == "error":
         result.status = "interrupted"
+    elif done.interrupted and result.status != "interrupted":
+        # the worker had written its result (it exits a second or more after, torch's teardown; it is
+        # deaf to Ctrl-C and SIGTERM while it writes): the run stays as it ended, the signal the caller's
+        hand_on(done.interrupted)
     return result
 
 
