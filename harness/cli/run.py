@@ -299,13 +299,21 @@ def sweep_cmd(
         try:
             for done, config in enumerate(configs):
                 progress.stage(point(config))
-                pending = multirank.run_any(config)  # Ctrl-C is passed on: the point ends "interrupted"
-                unsaved.append(_save(store, pending, experiment=experiment))
-                results.append(pending)
-                pending = None
+                # held from the point's start to its save (as `run --repeats` holds them): Ctrl-C is passed
+                # on to its worker, the point ends "interrupted"; one that came as it ended is acted on here
+                with signals.deferred() as came:
+                    pending = multirank.run_any(config)
+                    unsaved.append(_save(store, pending, experiment=experiment))
+                    results.append(pending)
+                    pending = None
+                    late = came[0] if came else None
+                    came.clear()
                 if results[-1].status == "interrupted":  # stored, but not a point done
                     break
                 progress.advance(done + 1)
+                if late is not None:  # the point ended as it came: done, and the sweep stops there
+                    between = late
+                    break
         except KeyboardInterrupt as e:  # the points run are stored: shown, then the signal's exit code
             between = signals.signal_of(e)
             if pending is not None:  # it came as a finished point was being stored: stored now

@@ -85,6 +85,10 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+# the lists of the `deferred` blocks now open (main thread), outermost first
+_HOLDING: list[list[int]] = []
+
+
 @contextlib.contextmanager
 def first_raises() -> Iterator[None]:
     """Within the block, the first SIGINT or SIGTERM raises (KeyboardInterrupt, Terminated) in the main thread
@@ -117,11 +121,16 @@ def first_raises() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def deferred() -> Iterator[list[int]]:
+def deferred(take_over: bool = False) -> Iterator[list[int]]:
     """Hold SIGINT and SIGTERM back until the block is done (a save is never cut in half), then act on the
     first that came as its handler would have. Main thread only (elsewhere: nothing is held back). The
     block gets the list of signals held so far: it may stop waiting when one came, and clear the list when
     it has acted on the signal itself.
+
+    A block inside another holds for itself and hands what it did not act on to the one around it.
+    `take_over`: the signals the blocks around it hold already are this block's too (taken from them), for
+    one that acts on them as they come: harness.execution.supervisor passes them on to the command it
+    starts, so that one that came as a run was being set up reaches it.
 
     Handlers, not a signal mask: a mask covers one thread, and torch or rich keep others that would take
     the signal instead."""
@@ -135,14 +144,31 @@ def deferred() -> Iterator[list[int]]:
     except ValueError:
         yield held
         return
+    if take_over:
+        for outer in _HOLDING:
+            held.extend(outer)
+            outer.clear()
+    _HOLDING.append(held)
     try:
         yield held
     finally:
+        del _HOLDING[next(i for i, h in enumerate(_HOLDING) if h is held)]  # itself, not an equal list
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if held:
-            handler = previous[held[0]]
-            if callable(handler):
-                handler(held[0], None)
-            elif handler in (signal.SIG_DFL, None):
-                signal.raise_signal(held[0])
+            _act(held[0], previous[held[0]])
+
+
+def hand_on(sig: int) -> None:
+    """Act on `sig` as the handler now in place would have, had it come now: a `deferred` block around
+    this holds it; elsewhere it is raised (KeyboardInterrupt, Terminated where `sigterm_raises`). For a
+    signal a supervisor passed on to a command that ended on its own all the same (a worker that finished
+    its run): whoever started it learns of it after the run, which is kept as it ended."""
+    _act(sig, signal.getsignal(sig))
+
+
+def _act(sig: int, handler: object) -> None:
+    if callable(handler):
+        handler(sig, None)
+    elif handler in (signal.SIG_DFL, None):
+        signal.raise_signal(sig)

@@ -135,8 +135,13 @@ def run(
     # Ctrl-C and SIGTERM are taken as they come (signals.deferred), never raised: a KeyboardInterrupt
     # raised inside Popen.wait, between its taking and its freeing of the lock it reaps the child under,
     # left that lock taken, and every later wait saw a process still running: the harness waited forever
-    # on a worker that had ended.
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, signals.deferred() as came:
+    # on a worker that had ended. One held by a block around this call (a loop of runs, which stores each
+    # run before it acts on a signal) is taken over: passed on as if it came now.
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        signals.deferred(take_over=True) as came,
+    ):
         proc = subprocess.Popen(
             command(argv, cleanup),
             stdin=subprocess.DEVNULL,

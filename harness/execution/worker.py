@@ -30,7 +30,7 @@ from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, StepRecord, new_id, result_from_dict, result_to_dict
-from harness.core.signals import first_raises, interrupted, name, signal_of
+from harness.core.signals import first_raises, hand_on, interrupted, name, signal_of
 from harness.execution import supervisor
 from harness.execution.generate import serving_figures
 from harness.execution.ranks import distributed
@@ -264,7 +264,10 @@ def run_isolated(
     entry: str = ENTRY,
 ) -> RunResult:
     """One configuration in a fresh process (supervised: it ends with the harness; Ctrl-C is passed on);
-    `on_steps(n)` as its steps finish, for a progress bar."""
+    `on_steps(n)` as its steps finish, for a progress bar. A signal that came as the worker finished its run
+    all the same (ok, or out of memory) leaves the run as it ended and is handed on after it (`hand_on`): a
+    caller that keeps the run holds signals around this call (harness.core.signals.deferred) and stops
+    once it is stored; elsewhere it is raised."""
     run_id = run_id or new_id(config.model)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
@@ -276,6 +279,10 @@ def run_isolated(
         )
     if done.interrupted and result.status == "error":
         result.status = "interrupted"
+    elif done.interrupted and result.status != "interrupted":
+        # the worker had written its result (it exits a second or more after, torch's teardown; it is
+        # deaf to Ctrl-C and SIGTERM while it writes): the run stays as it ended, the signal the caller's
+        hand_on(done.interrupted)
     return result
 
 

@@ -167,7 +167,7 @@ class Repeated:
     drift: dict[str, Drift]
     unsaved: list[UnsavedRun] = field(default_factory=list)  # the store's refusals: those runs are in files
     load: machine.MachineLoad | None = None
-    interrupted: int | None = None  # a signal that came between runs, outside their workers
+    interrupted: int | None = None  # a signal that came between runs, or as one ended all the same
 
 
 def repeat_runs(
@@ -179,7 +179,8 @@ def repeat_runs(
 ) -> Repeated:
     """`config` run `repeats` times, each in a fresh process, stored as one experiment (repeats-…): what the
     drift between runs of it on this machine is measured from. A run that does not end ok ends the
-    repeats (kept and stored as it ended). `save(store, result, experiment=…)`: how a run is stored (None:
+    repeats (kept and stored as it ended), as does a signal, wherever it comes (the run it came with
+    stored as it ended). `save(store, result, experiment=…)`: how a run is stored (None:
     stored, else the store's refusal, which says where it went)."""
     experiment = new_id("repeats")
     results: list[RunResult] = []
@@ -199,10 +200,18 @@ def repeat_runs(
         for i in range(repeats):
             if progress:
                 progress(f"run {i + 1}/{repeats} (fresh process)")
-            pending, _ = run_baseline(config)
-            keep(pending)
-            pending = None
-            if results[-1].status != "ok":
+            # held from the run's start to its save: one passed on to its worker stops the run (stored as
+            # interrupted); one that came as the run ended (its worker done all the same) is acted on here,
+            # after the run is stored as it ended
+            with signals.deferred() as came:
+                pending, _ = run_baseline(config)
+                keep(pending)
+                pending = None
+                late = came[0] if came else None
+                came.clear()
+            if late is not None and results[-1].status != "interrupted":  # an interrupted run says its own
+                stopped = late
+            if stopped is not None or results[-1].status != "ok":
                 break
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM between runs: those run are kept and shown
         stopped = signals.signal_of(e)

@@ -298,22 +298,25 @@ def _measure(
                 t.why = "the budget"  # the table says "not run: the budget"
             break
         pair = []
-        for side, cfg in (("before", t.base), ("with it", t.config)):
-            say(f"{t.fix}: round {rounds + 1}{'' if ci_target else f'/{repeats}'}, {side}")
-            pair.append(clock.timing("timed", lambda cfg=cfg: timed(cfg)))
-            if pair[-1].status == "interrupted":  # Ctrl-C or SIGTERM: the other side is not started
-                break
-        rounds += 1
-        before, after = pair[0], pair[1] if len(pair) > 1 else None
-        bad = next((r for r in pair if r.status != "ok"), None)
-        if bad is None and after is not None:
-            t.runs.append((before, after))
-            _compare(t, store, experiment)
-        # stored after the comparison, so the candidate's run carries the verdict so far (the dashboard's)
-        store_run(before, "timed", t.base.fixes, None)
-        if after is not None:
-            verdict = _verdict(t.per_token, ci_target) if bad is None else FAILED
-            store_run(after, "timed", t.config.fixes, t.fix, verdict=verdict)
+        # held until the round is stored: one that came as a run ended all the same ends the optimisation
+        # once its runs are stored (raised as it came, when the block ends)
+        with signals.deferred() as came:
+            for side, cfg in (("before", t.base), ("with it", t.config)):
+                say(f"{t.fix}: round {rounds + 1}{'' if ci_target else f'/{repeats}'}, {side}")
+                pair.append(clock.timing("timed", lambda cfg=cfg: timed(cfg)))
+                if pair[-1].status == "interrupted" or came:  # Ctrl-C or SIGTERM: the other side not started
+                    break
+            rounds += 1
+            before, after = pair[0], pair[1] if len(pair) > 1 else None
+            bad = next((r for r in pair if r.status != "ok"), None)
+            if bad is None and after is not None:
+                t.runs.append((before, after))
+                _compare(t, store, experiment)
+            # stored after the comparison, so the candidate's run carries the verdict so far (the dashboard's)
+            store_run(before, "timed", t.base.fixes, None)
+            if after is not None:
+                verdict = _verdict(t.per_token, ci_target) if bad is None else FAILED
+                store_run(after, "timed", t.config.fixes, t.fix, verdict=verdict)
         if bad is not None:
             which = "the candidate" if bad is after else "the configuration before it"
             t.verdict, t.why = FAILED, f"{which} ended {bad.status}: {bad.error}"
@@ -379,8 +382,9 @@ def _baseline_only(
                 )
             break
         say(f"baseline, run {i + 1}/{repeats}: nothing to try")
-        result = clock.timing("timed", lambda: timed(config))
-        store_run(result, "timed", config.fixes, None)
+        with signals.deferred():  # one that came as it ended all the same: raised once it is stored
+            result = clock.timing("timed", lambda: timed(config))
+            store_run(result, "timed", config.fixes, None)
         if result.status != "ok":
             out.notes.append(f"baseline run {result.run_id} ended {result.status}: {result.error}")
             break

@@ -21,6 +21,7 @@ from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, config_phases, new_id, timer_frame
 from harness.profilers import capture
 from harness.profilers.base import NothingRecorded, run_baseline
+from workloads.names import counted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -103,42 +104,60 @@ def measure_overhead(
     attempt = done = failed_in_a_row = 0
     status = ""
     stopped: int | None = None
+    made: list[str] = []  # the runs stored
 
     def one_round() -> list[tuple[str, int, RunResult]] | str:
         """One run without a profiler, then one per profiled kind (alternating, so drift hits both sides
-        alike); all are stored. The round's runs, or why it failed."""
+        alike); all are stored (their ids added to `made`). The round's runs, or why it failed or stopped
+        (`stopped`: the signal; a round whose last run ended ok as it came is whole, and returned)."""
+        nonlocal stopped
         out: list[tuple[str, int, RunResult]] = []
         baseline_id = None
-        for label, profiled in [(baseline_label, None), *kinds]:
+        order = [(baseline_label, None), *kinds]
+        for i, (label, profiled) in enumerate(order):
             if progress:
                 progress(f"round {attempt + 1}{'' if ci_target else f'/{repeats}'}: {label}{status}")
-            if profiled is None:
-                result, _ = run_baseline(config)
-                capture.save(store, result, experiment=experiment)
-                baseline_id = result.run_id
-            else:
-                try:
-                    result, how, run_notes = profiled()
-                except NothingRecorded as e:
-                    return f"{label}: {e}"
-                notes.extend(n for n in run_notes if n not in notes)
-                capture.save(store, result, experiment=experiment, baseline_run_id=baseline_id, **how)
+            # held from the run's start to its save: Ctrl-C passed on to the run stops it (interrupted); one
+            # that came as it ended all the same is acted on once the run is stored
+            with signals.deferred() as came:
+                if profiled is None:
+                    result, _ = run_baseline(config)
+                    capture.save(store, result, experiment=experiment)
+                    baseline_id = result.run_id
+                else:
+                    try:
+                        result, how, run_notes = profiled()
+                    except NothingRecorded as e:
+                        return f"{label}: {e}"
+                    notes.extend(n for n in run_notes if n not in notes)
+                    capture.save(store, result, experiment=experiment, baseline_run_id=baseline_id, **how)
+                made.append(result.run_id)
+                late = came[0] if came else None
+                came.clear()
             if result.status == "interrupted":  # Ctrl-C or SIGTERM: no more rounds
-                nonlocal stopped
                 stopped = signals.signal_in(result.error)
                 return f"{label} run {result.run_id} {result.error}; stored as interrupted"
-            if result.status not in ("ok", "degraded"):  # degraded: its capture's checks failed, said
+            stopped = late
+            ended = result.status in ("ok", "degraded")  # degraded: its capture's checks failed, said
+            if late is not None and (not ended or i < len(order) - 1):  # the round is not whole
+                return signals.interrupted(late, f"as run {result.run_id} ({label}) ended {result.status}")
+            if not ended:
                 return f"{label} run {result.run_id} failed ({result.status}): {result.error}"
             out.append((label, attempt, result))
         return out
 
     while True:
-        outcome = one_round()
+        try:
+            outcome = one_round()
+        except KeyboardInterrupt as e:  # between runs, outside their workers: the runs before it are stored
+            stopped = signals.signal_of(e)
+            outcome = signals.interrupted(stopped, "between runs")
         attempt += 1
         if isinstance(outcome, str):
             if stopped is not None:  # the rounds done are kept and shown
                 if not done:
-                    raise HarnessError(outcome, exit_code=signals.exit_code(stopped))
+                    kept = f"; {counted(len(made), 'run')} of {experiment} stored" if made else ""
+                    raise HarnessError(f"{outcome}{kept}", exit_code=signals.exit_code(stopped))
                 notes.append(f"stopped in round {attempt}: {outcome}")
                 break
             if not done:  # nothing measured yet: most likely the configuration itself fails
@@ -152,6 +171,9 @@ def measure_overhead(
         runs += outcome
         done += 1
         failed_in_a_row = 0
+        if stopped is not None:  # it came as the round's last run ended
+            notes.append(f"stopped after round {attempt}: {signals.name(stopped)} came as its last run ended")
+            break
         if done < (repeats if ci_target is None else MIN_ROUNDS):
             continue
         found = headline(step_table(runs), phases, baseline_label)

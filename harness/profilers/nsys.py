@@ -220,12 +220,17 @@ def profile_run(
     if options.baseline:
         if progress:
             progress("baseline run without nsys (fresh process)")
-        baseline, _ = run_baseline(config)
-        refusal = save_once(store, baseline, out.unsaved, experiment=experiment)  # a run of its own, once
-        if baseline.status == "interrupted":
+        with signals.deferred() as came:  # one that came as it ended all the same: no run under nsys after it
+            baseline, _ = run_baseline(config)
+            refusal = save_once(store, baseline, out.unsaved, experiment=experiment)  # a run of its own, once
+            late = came[0] if came else None
+            came.clear()
+        if baseline.status == "interrupted" or late is not None:
             kept = stored_as(baseline, [refusal])
-            out.error = f"baseline run {baseline.run_id} without nsys {baseline.error}; {kept}"
-            out.exit_code = signals.exit_code(signals.signal_in(baseline.error))
+            ended = f"as it ended {baseline.status}"
+            why = baseline.error if late is None else signals.interrupted(late, ended)
+            out.error = f"baseline run {baseline.run_id} without nsys {why}; {kept}"
+            out.exit_code = signals.exit_code(late or signals.signal_in(baseline.error))
             return out
     if progress:
         progress(f"run under nsys {info.version}")

@@ -104,9 +104,12 @@ def profile_run(
     trace = options.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
     if progress:
         progress("run under torch.profiler (fresh process)")
-    result = run_isolated(
-        config, run_id, profiler=options.worker_spec(trace), on_steps=steps, entry=torch_hook.__name__
-    )
+    with signals.deferred() as came:  # one that came as it ended all the same: stored, its trace not read
+        result = run_isolated(
+            config, run_id, profiler=options.worker_spec(trace), on_steps=steps, entry=torch_hook.__name__
+        )
+        late = came[0] if came else None
+        came.clear()
     out.result = result
     out.trace = trace if trace.exists() else None
     if out.trace is not None and result.status != "ok":
@@ -114,9 +117,14 @@ def profile_run(
     how = {"profiler": NAME, "artifacts": out.artifacts}
     refused: list[UnsavedRun] = []
     with stored_after(store, result, out.unsaved, how, refused=refused) as found:  # once, after the trace
-        after_trace(out, trace, config, options, found, progress)
+        if late is None:
+            after_trace(out, trace, config, options, found, progress)
     if result.status == "interrupted":  # said once it is stored: where the run is
         out.error = f"run {out.run_id} {result.error}; {stored_as(result, refused)}{out.kept}"
+    elif late is not None:
+        why = signals.interrupted(late, f"as it ended {result.status}")
+        out.error = f"run {out.run_id} {why}; {stored_as(result, refused)}{out.kept}"
+        out.exit_code = signals.exit_code(late)
     return out
 
 

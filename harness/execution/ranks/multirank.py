@@ -21,12 +21,14 @@ With --nnodes > 1 each node runs `harness run` with its --node-rank and stores t
 from __future__ import annotations
 
 import json
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import signals
 from harness.core.records import RunConfig, RunResult, new_id
 from harness.execution import supervisor
 from harness.execution.ranks.distributed import beat_path, rank_path
@@ -212,7 +214,9 @@ def combine(config: RunConfig, run_id: str, launched: Launched) -> RunResult:
         out.extra["failed_rank"] = launched.failed_rank
     elif launched.interrupted or any(r.status == "interrupted" for r in results):
         out.status = "interrupted"
-        out.error = next((r.error for r in results if r.status == "interrupted"), "interrupted")
+        # every rank had finished as the signal came: said with the signal (the command's exit code)
+        ended = signals.interrupted(launched.interrupted or signal.SIGINT, "as its ranks ended")
+        out.error = next((r.error for r in results if r.status == "interrupted"), None) or ended
     elif any(r.status != "ok" for r in results):
         bad = next((r, res) for r, res in sorted(launched.ranks.items()) if res.status != "ok")
         out.status, out.error = bad[1].status, f"rank {bad[0]}: {bad[1].error}"
