@@ -156,11 +156,12 @@ def test_a_worker_stopped_after_its_last_step_keeps_its_steps(
     config = RunConfig(model="char", device="cpu", steps=2, warmup=1)
     cfg, res = tmp_path / "config.json", tmp_path / "result.json"
     worker.write_worker_config(config, "w-1", cfg)
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         assert worker.main([str(cfg), str(res)]) == 0
-    finally:  # it ignores Ctrl-C once its result is written
-        signal.signal(signal.SIGINT, previous)
+    finally:  # it ignores both once its result is written
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     result = worker.read_worker_result(config, "w-1", res, 0, "")
     assert result.status == "interrupted"
     assert result.error == "interrupted by SIGTERM after 2 of 2 measured steps"
