@@ -142,33 +142,6 @@ def test_a_sigterm_as_the_workers_result_is_read_keeps_the_run(
     assert "run --repeats interrupted by SIGTERM between runs, after 1 of 2; the 1 run is stored" in said(r)
 
 
-def test_a_worker_stopped_after_its_last_step_keeps_its_steps(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """SIGTERM in the worker after its steps, while the run's figures were worked out: stored as interrupted
-    "before the first step", with none of the steps it had measured."""
-    from harness.execution import runner as workload_runner
-
-    def stopped(*args, **kwargs):  # type: ignore[no-untyped-def]
-        raise signals.raised(signal.SIGTERM)
-
-    monkeypatch.setattr(workload_runner, "record_dynamo", stopped)
-    config = RunConfig(model="char", device="cpu", steps=2, warmup=1)
-    cfg, res = tmp_path / "config.json", tmp_path / "result.json"
-    worker.write_worker_config(config, "w-1", cfg)
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        assert worker.main([str(cfg), str(res)]) == 0
-    finally:  # it ignores both once its result is written
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    result = worker.read_worker_result(config, "w-1", res, 0, "")
-    assert result.status == "interrupted"
-    assert result.error == "interrupted by SIGTERM after 2 of 2 measured steps"
-    assert [s.warmup for s in result.steps] == [True, False, False]
-    assert result.tokens_per_s is not None and result.tokens_per_s > 0
-
-
 @pytest.fixture
 def sigterm_raises() -> Iterator[None]:
     with signals.sigterm_raises():
