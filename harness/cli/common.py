@@ -210,6 +210,12 @@ def count_option(flag: str, low: int, help: str, *short: str, most: int | None =
     return typer.Option(flag, *short, callback=at_least(flag, low, most), metavar="<n>", help=help)
 
 
+def text_option(flag: str, metavar: str, give: str, help: str, **more: Any) -> Any:
+    """A text option whose absence means something: an empty or blank value is refused by
+    given_or_left_out, which says to give `give` instead."""
+    return typer.Option(flag, metavar=metavar, callback=given_or_left_out(flag, give), help=help, **more)
+
+
 LimitOpt = Annotated[
     int | None,
     count_option(
@@ -249,9 +255,7 @@ def database_not_the_output(ctx: typer.Context, param: typer.CallbackParam, db: 
 # the filters of the commands over stored runs
 ModelOpt = Annotated[
     str | None,
-    typer.Option(
-        metavar="<name>", callback=given_or_left_out("--model", "a model name"), help="Only this model."
-    ),
+    text_option("--model", "<name>", "a model name", "Only this model."),
 ]
 # the device types runs are stored with (n/a: a program's, as `harness runs` lists it): another word (gpu)
 # matched no run, silently

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import count_option, err, given_or_left_out, warn
+from harness.cli.common import count_option, err, text_option, warn
 from harness.cli.csv_out import write_csv
 from harness.cli.nvtx_options import NvtxBy
 from harness.cli.option_group import F, option_group
@@ -44,11 +44,11 @@ from harness.experiments import diff as hd
 
 IterationRangeOpt = Annotated[
     str | None,
-    typer.Option(
+    text_option(
         "--iteration-range",
-        metavar="<name>",
-        callback=given_or_left_out("--iteration-range", "an NVTX range's name"),
-        help="Two exports: the NVTX range that marks an iteration (default: the harness's `step` "
+        "<name>",
+        "an NVTX range's name",
+        "Two exports: the NVTX range that marks an iteration (default: the harness's `step` "
         "ranges, else Kineto's ProfilerStep#N).",
     ),
 ]

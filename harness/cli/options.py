@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import given_or_left_out, warn
+from harness.cli.common import text_option, warn
 from harness.cli.option_group import F, option_group
 from harness.core.bounds import digits
 from harness.core.devices import DEVICES
@@ -230,10 +230,8 @@ NodeRankOpt = Annotated[
 ]
 RdzvOpt = Annotated[
     str | None,
-    typer.Option(
-        "--rdzv-endpoint", metavar="HOST:PORT", help="Node 0's address, with --nnodes > 1.",
-        rich_help_panel=PANEL, callback=given_or_left_out("--rdzv-endpoint", "node 0's HOST:PORT"),
-    ),
+    text_option("--rdzv-endpoint", "HOST:PORT", "node 0's HOST:PORT", "Node 0's address, with --nnodes > 1.",
+                rich_help_panel=PANEL),
 ]  # fmt: skip
 RankTimeoutOpt = Annotated[
     float,
@@ -335,12 +333,12 @@ NsysModeOpt = Annotated[
 ]
 NsysArgOpt = Annotated[
     list[str] | None,
-    typer.Option(
+    # nsys took an empty word for the program to profile
+    text_option(
         "--nsys-arg",
-        metavar="<arg>",
-        help="Passed to `nsys profile` as is (repeatable).",
-        # nsys took an empty word for the program to profile
-        callback=given_or_left_out("--nsys-arg", "an nsys flag (--trace=cuda, …)"),
+        "<arg>",
+        "an nsys flag (--trace=cuda, …)",
+        "Passed to `nsys profile` as is (repeatable).",
     ),
 ]
 NsysForceOpt = Annotated[

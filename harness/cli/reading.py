@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import FormatOpt, LimitOpt, WideOpt, count_option, given_or_left_out
+from harness.cli.common import FormatOpt, LimitOpt, WideOpt, count_option, text_option
 from harness.cli.option_group import F, option_group
 from harness.cli.terminal.output import Format
 
@@ -37,11 +37,11 @@ JobsOpt = Annotated[
 ]
 DaskOpt = Annotated[
     str | None,
-    typer.Option(
+    text_option(
         "--dask",
-        metavar="<address>",
-        callback=given_or_left_out("--dask", "the scheduler's address (tcp://host:8786)"),
-        help="Several exports: read them on this Dask scheduler (tcp://host:8786) instead of local "
+        "<address>",
+        "the scheduler's address (tcp://host:8786)",
+        "Several exports: read them on this Dask scheduler (tcp://host:8786) instead of local "
         "processes. Needs pip install 'harness[dask]'.",
     ),
 ]

@@ -12,10 +12,10 @@ from harness.cli.common import (
     OldOutputOpt,
     cli_errors,
     file_option,
-    given_or_left_out,
     note,
     one_out,
     shown,
+    text_option,
     warn,
 )
 from harness.cli.reading import EndOpt, NoCacheOpt, StartOpt
@@ -31,6 +31,8 @@ ReportArg = Annotated[
         ".json.gz).",
     ),
 ]
+
+PHASE_HELP = "With --step: only that phase of it (forward, …)."
 
 
 @cli_errors
@@ -56,12 +58,7 @@ def timeline_cmd(
     ] = None,
     phase: Annotated[
         str | None,
-        typer.Option(
-            "--phase",
-            metavar="<name>",
-            callback=given_or_left_out("--phase", "a phase's name (forward, …)"),
-            help="With --step: only that phase of it (forward, …).",
-        ),
+        text_option("--phase", "<name>", "a phase's name (forward, …)", PHASE_HELP),
     ] = None,
     start: StartOpt = None,
     end: EndOpt = None,
