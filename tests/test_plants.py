@@ -288,6 +288,9 @@ def test_the_program_refuses_a_gpu_cause_on_the_cpu(capsys: pytest.CaptureFixtur
         (["--loader-workers", "1000000"], "argument --loader-workers: must be 256 or less, got 1000000"),
         (["--loss-every", "0"], "argument --loss-every: must be 1 or more, got 0"),
         (["--steps", "two"], "argument --steps: takes a whole number, not 'two'"),
+        (["--steps", "١٢"], "argument --steps: takes a whole number, not '١٢'"),
+        (["--warmup", "1_0"], "argument --warmup: takes a whole number, not '1_0'"),
+        (["--steps", "9" * 30], f"argument --steps: must be {2**63 - 1} or less, got {'9' * 30}"),
     ],
 )
 def test_the_program_refuses_counts_that_time_nothing_in_one_line(
@@ -295,7 +298,8 @@ def test_the_program_refuses_counts_that_time_nothing_in_one_line(
 ) -> None:
     """--steps 0 printed `0 steps, 86531290.1 ms a step` (the clock never started: the machine's uptime),
     --warmup -1 the same for one step, --batch-size 0 a DataLoader traceback; --loader-workers -1 and
-    --loss-every 0 ran as if given something else. Each is argparse's usage and one error line, exit 2."""
+    --loss-every 0 ran as if given something else; int() read other scripts' digits and '1_0'.
+    Each is argparse's usage and one error line, exit 2."""
     with pytest.raises(SystemExit) as stopped:
         program.main(["slow-loader", "--model", "char", "--device", "cpu", *args])
     assert stopped.value.code == 2

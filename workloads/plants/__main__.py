@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -59,20 +60,23 @@ def first_words(doc: str | None) -> str:
     return text[: min((i for i in (text.find(":"), text.find(". ")) if i >= 0), default=len(text))]
 
 
+INT64_MAX = 2**63 - 1
+
+
 def at_least(least: int, most: int | None = None) -> Callable[[str], int]:
-    """An argparse type: a whole number of `least` or more, and `most` or less where given (a step count of
-    0 timed nothing, and a warm-up of -1 never started the clock: the step time printed was the machine's
-    uptime)."""
+    """An argparse type: a whole number of `least` or more, and `most` (else int64's most) or less (a step
+    count of 0 timed nothing, and a warm-up of -1 never started the clock: the step time printed was the
+    machine's uptime)."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"takes a whole number, not {text!r}") from None
+        # int() also reads '1_000', ' 7 ' and other scripts' digits ('١٢' is 12), and refuses over 4,300
+        if not re.fullmatch(r"-?[0-9]{1,4000}", text):
+            raise argparse.ArgumentTypeError(f"takes a whole number, not {text!r}")
+        value = int(text)
         if value < least:
             raise argparse.ArgumentTypeError(f"must be {least} or more, got {value}")
-        if most is not None and value > most:
-            raise argparse.ArgumentTypeError(f"must be {most} or less, got {value}")
+        if value > (ceiling := INT64_MAX if most is None else most):
+            raise argparse.ArgumentTypeError(f"must be {ceiling} or less, got {value}")
         return value
 
     return parse
