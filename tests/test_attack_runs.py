@@ -13,6 +13,8 @@ from harness.execution import worker
 
 # a worker that prints far more than is kept of its output, then dies
 LOUD = "import sys\nfor i in range(40000): print(f'line {i} ' + 'x' * 90, file=sys.stderr)\nsys.exit(3)"
+pytestmark = pytest.mark.attack(saves=True)
+
 NOT_STORED = "not stored (its file is named on its own line)"  # where a run the database would not take is
 
 
@@ -441,31 +443,45 @@ def test_run_nsys_csv_and_json_name_the_report_and_export(
 
 
 # a worker that ignores Ctrl-C: the second one makes the supervisor kill it
-DEAF = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"
+# a worker that ignores Ctrl-C; it touches the file it is given once it does
+DEAF = (
+    "import pathlib, signal, sys, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    "pathlib.Path(sys.argv[1]).touch()\ntime.sleep(60)"
+)
 
 
 def test_a_worker_killed_after_ctrl_c_twice_is_not_blamed_on_the_out_of_memory_killer(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Ctrl-C twice kills the worker with SIGKILL; its run said "worker killed by SIGKILL (often the kernel's
     out-of-memory killer)" and, naming no signal of the user's, ended 130 whichever signal came."""
     import os
     import signal
     import threading
+    import time
+
+    deaf_now = tmp_path / "deaf"
 
     def deaf(config_path: Path, result_path: Path, entry: str = worker.ENTRY) -> list[str]:
-        return [sys.executable, "-c", DEAF]
+        return [sys.executable, "-c", DEAF, str(deaf_now)]
+
+    def ctrl_c_twice() -> None:
+        for _ in range(1200):
+            if deaf_now.exists():
+                break
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(worker, "worker_command", deaf)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timers = [threading.Timer(t, os.kill, (os.getpid(), signal.SIGINT)) for t in (1.5, 2.5)]
+    user = threading.Thread(target=ctrl_c_twice, daemon=True)
     try:
-        for t in timers:
-            t.start()
+        user.start()
         result = worker.run_isolated(RunConfig(model="char", warmup=0, steps=1))
     finally:
-        for t in timers:
-            t.cancel()
+        user.join()
         signal.signal(signal.SIGINT, previous)
     assert result.status == "interrupted"
     assert "out-of-memory" not in (result.error or "")
