@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -824,3 +826,69 @@ def test_optimize_of_an_untrusted_export_proposes_nothing(tmp_db: str, tmp_path:
     r = runner.invoke(app, ["optimize", str(empty), "--format", "csv"], env={"HARNESS_DB": tmp_db})
     assert r.exit_code == 1 and r.stdout == ""
     assert f"no proposals for {empty}: its capture cannot be trusted (capture:" in " ".join(r.stderr.split())
+
+
+class LateSignal(Machine):
+    """A Machine where Ctrl-C comes as timed run number `at` (0-based, captures not counted) or capture
+    number `capture_at` ends: the run is whole, the signal held until it is stored."""
+
+    def __init__(self, *args: Any, at: int | None = None, capture_at: int | None = None) -> None:
+        super().__init__(*args)
+        self.at, self.capture_at, self.capturing = at, capture_at, False
+
+    def capture(self, config: RunConfig) -> tuple[RunResult, dict[str, Any], list[str]]:
+        self.capturing = True
+        try:
+            got = super().capture(config)
+        finally:
+            self.capturing = False
+        if len(self.captures) - 1 == self.capture_at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return got
+
+    def timed(self, config: RunConfig) -> RunResult:
+        result = super().timed(config)
+        if not self.capturing and len(self.timed_runs) - 1 == self.at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return result
+
+
+def test_ctrl_c_as_a_round_ends_keeps_the_round_and_judges_no_change_on_it(tmp_db: str) -> None:
+    """Ctrl-C held while a round was stored ended optimize with "interrupted by SIGINT before the command
+    finished" and none of its table; the change measured so far is shown, not judged, and not kept."""
+    machine = LateSignal({"loader-workers": 0.6}, ["data-loader"], {}, at=1)
+    store = ResultsStore(tmp_db)
+    done = run(machine, config(plant="slow-loader"), store, repeats=2)
+    assert done.interrupted == signal.SIGINT
+    assert len(machine.timed_runs) == 2 and len(machine.captures) == 1  # round 1, then nothing
+    (t,) = done.tried
+    assert len(t.runs) == 1 and done.accepted == [] and done.final.fixes == []
+    row = opt.verdict_table(done).set_index("Change").loc["loader-workers"]
+    assert (row["Verdict"], row["Rounds"]) == ("not judged: interrupted by SIGINT after 1 round", 1)
+    assert "interrupted by SIGINT between runs: every run before it is stored, no run after it" in done.notes
+    assert sorted(store.runs(experiment=done.experiment)["status"]) == ["ok", "ok", "ok"]
+
+
+def test_ctrl_c_as_a_kept_changes_capture_ends_keeps_the_change(tmp_db: str) -> None:
+    """The change was judged faster over its rounds, then Ctrl-C came as its own capture ended: the change
+    is kept in the final configuration and its capture stored."""
+    machine = LateSignal({"loader-workers": 0.6}, ["data-loader"], {}, capture_at=1)
+    store = ResultsStore(tmp_db)
+    done = run(machine, config(plant="slow-loader"), store, repeats=2)
+    assert done.interrupted == signal.SIGINT
+    assert [t.fix for t in done.accepted] == ["loader-workers"] and done.final.fixes == ["loader-workers"]
+    assert len(machine.captures) == 2 and len(machine.timed_runs) == 4
+    assert len(store.runs(experiment=done.experiment)) == 6
+
+
+def test_optimize_stopped_as_a_round_ends_exits_130_after_its_table(
+    tmp_db: str, monkeypatch: pytest.MonkeyPatch, nsys_bin: str
+) -> None:
+    optimize_on(monkeypatch, LateSignal({"loader-workers": 0.6}, ["data-loader"], {}, at=1))
+    asked = ["optimize", "tiny", "--device", "cpu", "--plant", "slow-loader", "--format", "json"]
+    r = runner.invoke(app, [*asked, "--db", tmp_db])
+    assert r.exit_code == 130, r.output
+    (table,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("optimize tiny")]
+    rows = {row["Change"]: row for row in table}
+    assert rows["loader-workers"]["Verdict"] == "not judged: interrupted by SIGINT after 1 round"
+    assert "before the command finished" not in r.stderr

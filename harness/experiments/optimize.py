@@ -63,6 +63,7 @@ FASTER, SAME, SLOWER = "faster", "no difference", "slower"
 SAME_WITHIN_PCT = 5.0
 INCONCLUSIVE = "inconclusive"
 NOT_RUN, FAILED = "not run", "failed"
+STOPPED = "not judged"  # stopped (Ctrl-C, SIGTERM) between its rounds: the rounds run are shown
 # one round and no drift measured for the configurations: no interval, so no call either way
 NO_VERDICT = "no verdict: one round, no drift measured (--repeats 2 or more)"
 # two changes kept or more, then a stop (Ctrl-C, SIGTERM) before the stack was timed against the baseline
@@ -206,9 +207,10 @@ def optimize(
             out.notes.append(f"run {result.run_id} {result.error}; stored as interrupted, no run after it")
 
     def captured(cfg: RunConfig, change: str | None) -> list[dict[str, Any]] | None:
-        result, how, notes = clock.timing("capture", lambda: capture(cfg))
-        out.notes += [n for n in notes if n not in out.notes]
-        store_run(result, "capture", cfg.fixes, change, **how)
+        with signals.deferred():  # one that came as it ended all the same: raised once it is stored
+            result, how, notes = clock.timing("capture", lambda: capture(cfg))
+            out.notes += [n for n in notes if n not in out.notes]
+            store_run(result, "capture", cfg.fixes, change, **how)
         if result.status not in ("ok", "degraded"):
             out.notes.append(f"capture {result.run_id} ended {result.status}: {result.error}")
             return None
@@ -224,56 +226,65 @@ def optimize(
             return None
         return findings_of(how)
 
-    say("baseline under nsys: its findings")
-    found = captured(config, None)
-    if out.interrupted is not None:
-        out.seconds = clock.elapsed()
-        return out
-    if found is None:
-        raise HarnessError(f"the baseline's capture failed: {out.notes[-1]}")
-    out.findings = found
-    if why := unseen(config.plant, device, {str(f.get("rule")) for f in found}):
-        out.notes.append(why)
-    out.proposals = proposals(config, found, device)
-    queue = [p for p in out.proposals if p.change is not None]
-    tried_fixes: set[str] = set()
     current = config
-    while queue and out.interrupted is None:
-        p = queue.pop(0)
-        assert p.fix is not None
-        if p.fix in tried_fixes:
-            continue
-        tried_fixes.add(p.fix)
-        change = applied(p.fix, current, device)
-        if isinstance(change, str):  # an earlier change made it moot
-            continue
-        t = Tried(p.fix, p.rule, current, change)
-        out.tried.append(t)
-        _measure(t, store_run, timed, clock, say, repeats, ci_target, store, out.experiment)
-        if t.verdict in (NOT_RUN, FAILED):
-            continue
-        if clock.fits("capture"):
-            say(f"{p.fix}: its own findings under nsys")
-            own = captured(change, p.fix)
-            if own is not None and out.interrupted is None:
-                t.gone = p.rule not in {f.get("rule") for f in own}
-                if t.accepted:
-                    queue += [q for q in proposals(change, own, device) if q.change is not None]
-        else:  # its row's "Finding gone" is "—": say why
-            t.why = "not captured: the budget"
-            out.notes.append(
-                f"{p.fix} was not captured (the budget): whether its finding is gone is not known"
-            )
-        if t.accepted:
-            current = change
+    try:
+        say("baseline under nsys: its findings")
+        found = captured(config, None)
+        if out.interrupted is not None:
+            out.seconds = clock.elapsed()
+            return out
+        if found is None:
+            raise HarnessError(f"the baseline's capture failed: {out.notes[-1]}")
+        out.findings = found
+        if why := unseen(config.plant, device, {str(f.get("rule")) for f in found}):
+            out.notes.append(why)
+        out.proposals = proposals(config, found, device)
+        queue = [p for p in out.proposals if p.change is not None]
+        tried_fixes: set[str] = set()
+        while queue and out.interrupted is None:
+            p = queue.pop(0)
+            assert p.fix is not None
+            if p.fix in tried_fixes:
+                continue
+            tried_fixes.add(p.fix)
+            change = applied(p.fix, current, device)
+            if isinstance(change, str):  # an earlier change made it moot
+                continue
+            t = Tried(p.fix, p.rule, current, change)
+            out.tried.append(t)
+            _measure(t, store_run, timed, clock, say, repeats, ci_target, store, out.experiment)
+            if t.verdict in (NOT_RUN, FAILED):
+                continue
+            if t.accepted:
+                current = change
+            if clock.fits("capture"):
+                say(f"{p.fix}: its own findings under nsys")
+                own = captured(change, p.fix)
+                if own is not None and out.interrupted is None:
+                    t.gone = p.rule not in {f.get("rule") for f in own}
+                    if t.accepted:
+                        queue += [q for q in proposals(change, own, device) if q.change is not None]
+            else:  # its row's "Finding gone" is "—": say why
+                t.why = "not captured: the budget"
+                out.notes.append(
+                    f"{p.fix} was not captured (the budget): whether its finding is gone is not known"
+                )
+        if not out.tried and out.interrupted is None:
+            _baseline_only(out, config, store_run, timed, clock, say, repeats)
+        # the stack against the baseline, measured alike
+        if len(out.accepted) > 1 and out.interrupted is None:
+            check = Tried("final", "all kept", config, current)
+            _measure(check, store_run, timed, clock, say, repeats, ci_target, store, out.experiment)
+            out.final_check = check
+    except KeyboardInterrupt as e:  # one that came as a run ended, held until it was stored
+        out.interrupted = signals.signal_of(e)
+        stopped = f"interrupted by {signals.name(out.interrupted)}"
+        out.notes.append(f"{stopped} between runs: every run before it is stored, no run after it")
+        last = out.final_check or (out.tried[-1] if out.tried else None)
+        if last is not None and last.runs and last.verdict == NOT_RUN:  # stopped between its rounds
+            last.verdict, last.why = STOPPED, f"{stopped} after {counted(len(last.runs), 'round')}"
     for i, t in enumerate(out.tried):
         t.next = next((u.fix for u in out.tried[i + 1 :]), None)
-    if not out.tried and out.interrupted is None:
-        _baseline_only(out, config, store_run, timed, clock, say, repeats)
-    if len(out.accepted) > 1 and out.interrupted is None:  # the stack against the baseline, measured alike
-        check = Tried("final", "all kept", config, current)
-        _measure(check, store_run, timed, clock, say, repeats, ci_target, store, out.experiment)
-        out.final_check = check
     out.final = current
     timed_base = [b for b, _ in out.tried[0].runs] if out.tried else out.baseline_runs
     if timed_base:
@@ -440,7 +451,9 @@ def _row(change: str, finding: str, t: Tried | None, verdict: str, nxt: str | No
 
 def _said(t: Tried) -> str:
     """Its verdict, with why where it was not run or failed."""
-    return t.verdict if t.why is None or t.verdict not in (NOT_RUN, FAILED) else f"{t.verdict}: {t.why}"
+    return (
+        t.verdict if t.why is None or t.verdict not in (NOT_RUN, FAILED, STOPPED) else f"{t.verdict}: {t.why}"
+    )
 
 
 def verdict_table(o: Optimisation) -> pd.DataFrame:
