@@ -107,6 +107,28 @@ def test_collectives_line_up_by_order(capture: Path) -> None:
     assert around["Wait (ns)"].tolist() == rows.groupby("Rank")["Wait (ns)"].sum().tolist()
 
 
+def test_collective_starts_count_from_the_session_start(capture: Path) -> None:
+    """Start (ns) is on the clock of Nsight Systems' timeline, `health` and `timeline --start/--end`: the
+    export's own kernel starts (ns from the session's start), not the ranks' first kernel (then 9,094,312
+    ns for rank 1's first collective, 60,120,607,425 ns into the session), and a note says which clock."""
+    sql = query_rows(
+        capture,
+        "SELECT (k.globalPid >> 24) & 0xFFFFFF, k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "JOIN StringIds s ON s.id = k.demangledName WHERE s.value LIKE 'nccl%' ORDER BY 1, 2",
+    )
+    want = {pid: [t for p, t in sql if p == pid] for pid in (144, 145)}
+    assert want[144][:2] == [60_120_634_200, 60_127_005_302] and want[145][0] == 60_120_607_425
+    csv = runner.invoke(app, ["ranks", str(capture), "--format", "csv"])
+    assert csv.exit_code == 0, csv.output
+    blocks = {b.split("\n", 1)[0]: b.split("\n", 1)[1] for b in csv.stdout.strip().split("\n\n")}
+    each = pd.read_csv(io.StringIO(blocks["# Each collective on each rank"]))
+    for rank, pid in ((0, 144), (1, 145)):
+        assert each[each["Rank"] == rank].sort_values("Collective")["Start (ns)"].tolist() == want[pid]
+    said = " ".join(csv.stderr.split())
+    assert "each collective's Start counts from the session's start" in said
+    assert "the session's start" in " ".join(runner.invoke(app, ["ranks", "--help"]).stdout.split())
+
+
 def test_cli_names_two_ranks(capture: Path) -> None:
     result = runner.invoke(app, ["ranks", str(capture), "--format", "json"])
     assert result.exit_code == 0, result.output

@@ -164,10 +164,9 @@ def test_ranks_of_a_program_run_read_its_export(tmp_db: str, h100_captures: dict
     assert by_run.exit_code == 0, by_run.output
     by_export = runner.invoke(app, ["ranks", str(export), "--format", "json"])
     assert json.loads(by_run.stdout) == json.loads(by_export.stdout)
-    (imbalance,) = [
-        rows for title, rows in json.loads(by_run.stdout).items() if title.startswith("Imbalance")
-    ]
-    assert [row["Phase"] for row in imbalance] == ["prefill", "decode", "step"]
+    doc = json.loads(by_run.stdout)
+    assert not [title for title in doc if title.startswith("Imbalance")]  # one rank: compared with nothing
+    assert [row["Phase"] for row in doc["Phase time per rank"]] == ["prefill", "decode"]
     assert "run prog-1: its export (the run has no in-process timers)" in by_run.stderr
 
 
@@ -519,7 +518,13 @@ def test_ranks_of_a_generate_run_says_nothing_of_communication_and_names_its_exp
         profiler="nsys",
         nsys_sqlite=str(export),
     )
-    notes = ranks_of_run(store, "tiny-gen").notes
+    report = ranks_of_run(store, "tiny-gen")
+    notes = report.notes
+    assert report.imbalance.empty and report.stragglers.empty  # one process: one rank, compared with none
+    assert (
+        "imbalance and the straggler need two or more ranks, and there is one (rank 0): its own times only"
+        in notes
+    )
     assert notes[0] == (
         "run tiny-gen: in-process timers from the results database "
         f"(its GPU busy time: `harness ranks {export}`)"

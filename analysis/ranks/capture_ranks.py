@@ -43,6 +43,7 @@ from analysis.trace.multi import Part, Source, Sources
 from analysis.trace.opening import open_trace
 from analysis.trace.trace import Trace
 from analysis.trace.view import TraceView
+from analysis.views.timeline import time_zero, zero_words
 
 COLLECTIVE_COLUMNS = [
     "Collective", "Rank", "Kernel", "Start (ns)", "Compute Before (ns)", "Wait (ns)", "Duration (ns)",
@@ -65,8 +66,8 @@ def kernel_processes(trace: Trace) -> pd.DataFrame:
 
 
 def collective_rows(trace: Trace, procs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """One row per rank and collective (COLLECTIVE_COLUMNS; times in ns, Start since the ranks' first
-    kernel), and notes.
+    """One row per rank and collective (COLLECTIVE_COLUMNS; times in ns, Start from timeline.time_zero: an
+    nsys export's session start, as Nsight Systems' timeline and `harness health` count), and notes.
     Collectives are matched by their order on each rank; where ranks ran different numbers of them, only
     the first as many as every rank ran are matched (a note says so)."""
     notes: list[str] = []
@@ -97,7 +98,7 @@ def collective_rows(trace: Trace, procs: pd.DataFrame) -> tuple[pd.DataFrame, li
     if len(set(counts.values())) > 1:
         ran = ", ".join(f"rank {r}: {m}" for r, m in counts.items())
         notes.append(f"the ranks ran different numbers of collectives ({ran}): the first {n} of each matched")
-    origin = int(start[np.isin(pid, procs["pid"].to_numpy())].min())
+    origin = time_zero(trace)
     starts = np.vstack([start[c[:n]] for _, c, _ in per_rank])  # ranks × collectives
     latest = starts.max(axis=0)
     last_rank = np.array([r for r, _, _ in per_rank])[starts.argmax(axis=0)]
@@ -191,6 +192,11 @@ def capture_report(trace: Trace, procs: pd.DataFrame | None = None) -> RanksRepo
     notes += more
     if rows.empty:
         notes.append("no communication kernels (nccl*): no collectives to line up")
+    else:
+        notes.append(
+            f"each collective's Start counts from {zero_words(trace)}, as `harness health` and "
+            "`harness timeline --start/--end` count"
+        )
     report = RanksReport.of(phases, gpu, labels, notes)
     report.notes += trace.notes
     report.collectives = rows

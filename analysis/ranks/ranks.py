@@ -98,10 +98,8 @@ def union_ns(start: np.ndarray, end: np.ndarray) -> int:
     reach = np.maximum.accumulate(e)
     new = np.ones(len(s), dtype=bool)
     new[1:] = s[1:] > reach[:-1]
-    group = np.cumsum(new) - 1
     first = s[new]
     last = np.maximum.reduceat(e, np.flatnonzero(new))
-    del group
     return int((last - first).sum())
 
 
@@ -177,8 +175,7 @@ def _ns(value: float) -> float:
 def per_rank_means(phases: pd.DataFrame) -> pd.DataFrame:
     """rank, phase, steps, mean_ns (per step), total_ns, min_ns, max_ns."""
     g = phases.groupby(["rank", "phase"], sort=False)["duration_ns"]
-    out = g.agg(steps="size", mean_ns="mean", total_ns="sum", min_ns="min", max_ns="max").reset_index()
-    return out
+    return g.agg(steps="size", mean_ns="mean", total_ns="sum", min_ns="min", max_ns="max").reset_index()
 
 
 def with_step_rows(phases: pd.DataFrame) -> pd.DataFrame:
@@ -232,18 +229,33 @@ def phase_table(phases: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+IMBALANCE_COLUMNS = ["Phase", "Ranks", "Mean (ns)", "Fastest Rank", "Fastest (ns)", "Median (ns)",
+                     "Slowest Rank", "Slowest (ns)", "Spread (ns)", "Imbalance"]  # fmt: skip
+
+
+def one_rank_note(phases: pd.DataFrame) -> list[str]:
+    """Why there is no imbalance and no straggler where `phases` (PHASE_COLUMNS) hold one rank; else []."""
+    ranks = phases["rank"].unique()
+    said = (
+        "imbalance and the straggler need two or more ranks, and there is one (rank {}): its own times only"
+    )
+    return [said.format(int(ranks[0]))] if len(ranks) == 1 else []
+
+
 def imbalance_table(phases: pd.DataFrame) -> pd.DataFrame:
     """Per phase, over the ranks' mean time per step: Phase, Ranks, Mean (ns), Fastest Rank, Fastest (ns),
     Median (ns), Slowest Rank, Slowest (ns), Spread (ns) (slowest - fastest), Imbalance (slowest /
-    median); times rounded half away from zero to one decimal. A phase that one rank of several measured
-    has no Spread or Imbalance (NaN): no other rank is there to compare it with. The slowest rank is not
-    the straggler: in a collective it waited longest; straggler_table names the rank that arrived last.
+    median); times rounded half away from zero to one decimal; no row for fewer than two ranks (nothing to
+    compare: one_rank_note). A phase that one rank of several measured has no Spread or Imbalance (NaN).
+    The slowest rank is not the straggler: in a collective it waited longest; straggler_table names the
+    rank that arrived last.
 
     `phases`: PHASE_COLUMNS, one row per phase instance, from exports (phase_rows) or the results store.
     Ties go to the lowest rank.
     """
     m = per_rank_means(phases).sort_values(["phase", "rank"], kind="stable")
-    several = m["rank"].nunique() > 1
+    if m["rank"].nunique() < 2:
+        return pd.DataFrame(columns=IMBALANCE_COLUMNS)
     rows = []
     for phase in _ordered(m["phase"]):
         p = m[m["phase"] == phase]
@@ -253,7 +265,7 @@ def imbalance_table(phases: pd.DataFrame) -> pd.DataFrame:
         median = float(np.median(mean))
         ratio = mean[slow] / median if median > 0 else float("nan")
         # a phase one rank of several measured is compared with nothing: no spread, no balance to claim
-        alone = several and len(p) == 1
+        alone = len(p) == 1
         rows.append(
             {
                 "Phase": phase,
@@ -417,6 +429,7 @@ class RanksReport:
         """The tables of the phase rows and the per-rank GPU activity, the straggler's note after `notes`."""
         stragglers = straggler_table(phases)
         said = straggler_note(stragglers)
+        notes = one_rank_note(phases) + notes
         return cls(
             phases=phases,
             gpu=gpu,
@@ -438,9 +451,8 @@ def ranks_report(
     cache: bool = True,
 ) -> RanksReport:
     """Read each export in a worker (analysis.trace.multi) and build the tables. Ranks come from the file
-    names
-    (`names`, the paths the user gave, when `paths` are exports made from them), else the traces, else the
-    order given (with a note). One export of several ranks: analysis.ranks.capture_ranks.one_capture."""
+    names (`names`, the paths the user gave, when `paths` are exports made from them), else the traces,
+    else the order given (with a note). One export of several ranks: analysis.ranks.capture_ranks."""
     given = list(names) if names is not None else list(paths)
     check_name_ranks(given)
     parts = run_tasks(ranks_task, paths, cache, jobs=jobs, dask=dask)

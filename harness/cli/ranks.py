@@ -60,7 +60,12 @@ def ranks_cmd(
     reading: Reading = AS_GIVEN,
     db: DbOpt = None,
 ) -> None:
-    """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler."""
+    """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler.
+
+    Imbalance and the straggler need two or more ranks; one rank gets its own times and a note. In one
+    capture of several ranks, each collective's Start counts from the session's start, where Nsight Systems'
+    timeline puts 0 and `harness timeline --start/--end` take times (a PyTorch trace: from its first
+    event)."""
 
     read = {"jobs": reading.jobs, "dask": reading.dask, "cache": not reading.no_cache}
     skipped: list[str] = []  # what a folder held that looked like an export and was not taken
@@ -80,7 +85,8 @@ def ranks_cmd(
         report = run_ranks.ranks_of(paths, **read)
     report.notes = [*skipped, *report.notes]
     over = counted(len(report.labels), "rank")
-    tables = [(f"Imbalance per phase over {over} (mean per step)", report.imbalance)]
+    title = f"Imbalance per phase over {over} (mean per step)"
+    tables = [(title, report.imbalance)] if len(report.imbalance) else []  # one rank: a note says why not
     if len(report.stragglers):
         tables.append(
             ("Straggler: compute and wait in collectives per rank (mean per step)", report.stragglers)

@@ -16,6 +16,7 @@ from analysis.ranks.ranks import (
     RanksReport,
     communication_share,
     imbalance_table,
+    one_rank_note,
     per_rank,
     phase_table,
     ranks_report,
@@ -135,6 +136,7 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
     if exports:
         notes.append(f"its exports are gone ({', '.join(p.name for p in exports if not p.exists())})")
     stragglers = straggler_table(df)
+    notes += one_rank_note(df)
     notes += [straggler_note(stragglers)] if len(stragglers) else []
     share = communication_share(df)
     # only a training step across ranks communicates (its gradients' all-reduce): generate has nothing to say
