@@ -345,8 +345,8 @@ def test_events_ending_after_the_capture_end_fail(tmp_path: Path) -> None:
 @pytest.mark.parametrize("export", ALL_EXPORTS)
 def test_no_event_of_a_shared_export_ends_after_its_capture(export: str) -> None:
     """Every shared export's events lie inside its capture (time 0 to ANALYSIS_DETAILS.duration; its startTime
-    and stopTime are on another clock); the one without ANALYSIS_DETAILS (nsys 2020.3) says it was not
-    checked, and stays ok."""
+    and stopTime are on another clock); the one without ANALYSIS_DETAILS (nsys 2020.3) says its events are
+    held to the host's instead, and stays ok."""
     path = shared_export(export)
     span = query_rows(path, "SELECT name FROM sqlite_master WHERE name = 'ANALYSIS_DETAILS'")
     with open_trace(path) as trace:
@@ -354,7 +354,8 @@ def test_no_event_of_a_shared_export_ends_after_its_capture(export: str) -> None
     assert times.status == "ok"
     if not span:
         assert times.evidence.endswith(
-            "the export records no capture span (no ANALYSIS_DETAILS), so ends past it are not checked"
+            "the export records no capture span (no ANALYSIS_DETAILS): its events are held to the host's "
+            "instead (`host events in the trace's span`, `GPU work in the trace's span`)"
         )
         return
     (end,) = query_rows(path, "SELECT duration FROM ANALYSIS_DETAILS")[0]
@@ -469,3 +470,26 @@ def test_message_text_is_data_not_markup(tmp_path: Path) -> None:
     with open_trace(path, cache=False) as trace:
         check = _check(capture_health(trace), "nsys messages")
     assert check.status == "fail"  # "lost": nsys says events were lost
+
+
+def test_an_export_written_twice_is_held_to_nsys_stats_not_to_kineto(tmp_path: Path) -> None:
+    """a100-saxpy-mpi with its 5 kernel rows written twice: the evidence names nsys stats (which counts them
+    twice too), and neither HTA nor Kineto traces, which are no part of an export."""
+    path = derive(
+        shared_export("a100-saxpy-mpi"),
+        tmp_path / "twice.sqlite",
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    )
+    with open_trace(path, cache=False) as trace:
+        check = _check(capture_health(trace), "GPU work recorded once")
+    assert check.status == "fail"
+    assert check.evidence.startswith(
+        "5 rows repeat another exactly (5 kernel): the kernel tables count them twice, as nsys stats does, "
+        "the breakdown's busy and idle times once; the first, kernel 'saxpy(double *, double *, double *, "
+    )
+    assert "HTA" not in check.evidence and "Kineto" not in check.evidence
+    with open_trace(shared_export("ext/torchrun_2gpu")) as trace:  # work overlapping on a stream
+        evidence = _check(capture_health(trace), "GPU work recorded once").evidence
+    assert evidence.endswith(
+        "(times a little off: the breakdown counts a stream's busy time as the union of its events)"
+    )

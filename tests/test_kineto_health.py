@@ -59,8 +59,8 @@ def test_kineto_kernels_written_twice_fail_health_and_the_tables_read_after_say_
     check = _checks(path).loc["GPU work recorded once"]
     assert check["Status"] == "fail"
     assert check["Evidence"].startswith(
-        "79 rows repeat another exactly (79 kernel): the kernel tables count them twice, as nsys stats does, "
-        f"the breakdown's busy and idle times once; the first, kernel {ALEXNET_FIRST_KERNEL}"
+        "79 rows repeat another exactly (79 kernel): the kernel tables count them twice, as HTA does, the "
+        f"breakdown's busy and idle times once; the first, kernel {ALEXNET_FIRST_KERNEL}"
     )
     assert check["What to do"] == "a damaged trace (events written twice): record it again"
     assert _run("health", str(path), "--strict")[0] == 1

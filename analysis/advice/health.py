@@ -4,7 +4,9 @@
 nsys exports: nsys's own messages (DIAGNOSTIC_EVENT) by severity; nsys's own overhead (PROFILER_OVERHEAD),
 its total and how much of it falls inside each NVTX phase; CUDA traced but no kernels; NVTX traced but no
 ranges; ranges still open at the end. Kineto traces (analysis.advice.kineto_health): events left out as
-invalid, by reason; GPU work far outside the host's events; negative queue lengths; missing profiler steps.
+invalid, by reason; host events far outside the others and GPU work far outside the host's events
+(analysis.advice.spans; for an nsys export without a capture end too); negative queue lengths; missing
+profiler steps.
 Both: GPU work whose launching call is not in the trace (joined by process and correlationId:
 correlationIds are unique within a process only), coverage over time (launch calls whose GPU work is missing
 and steps without their NVTX ranges, per step: analysis.advice.coverage), kernels nsys could not name, rows
@@ -27,9 +29,10 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, capture_failures, quote
 from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
-from analysis.advice.kineto_health import gpu_span, left_out, profiler_steps, queue_length_check
+from analysis.advice.kineto_health import left_out, profiler_steps, queue_length_check
 from analysis.advice.labels import label_in, labels_of
 from analysis.advice.repeats import recorded_once
+from analysis.advice.spans import gpu_span, host_core, host_span
 from analysis.advice.verdict import keep_verdict
 from analysis.hta.gpu_events import merge
 from analysis.intervals import clipped_sums
@@ -73,10 +76,15 @@ def capture_health(
             _nvtx_without_ranges(trace, facts),
             _open_ranges(facts, stop),
         ]
+        if not isinstance(trace.meta.get("capture_end_ns"), int):  # no capture span: `times` holds no event
+            core = host_core(trace)
+            health.checks += [host_span(trace, core), gpu_span(trace, core)]
     else:
+        core = host_core(trace)
         health.checks += [
             left_out(trace),
-            gpu_span(trace),
+            host_span(trace, core),
+            gpu_span(trace, core),
             queue_length_check(trace, health),
             profiler_steps(trace),
         ]
@@ -379,7 +387,8 @@ def _times(trace: Trace) -> Check:
         said = "every start and end is there, and no end comes before its start"
         if trace.format == "nsys-sqlite" and not isinstance(capture_end, int):
             said += (
-                "; the export records no capture span (no ANALYSIS_DETAILS), so ends past it are not checked"
+                "; the export records no capture span (no ANALYSIS_DETAILS): its events are held to the "
+                "host's instead (`host events in the trace's span`, `GPU work in the trace's span`)"
             )
         elif isinstance(capture_end, int):
             said += f"; none ends after the capture's end at {capture_end / 1e6:,.3f} ms"

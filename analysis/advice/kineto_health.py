@@ -1,29 +1,15 @@
 """Capture health of a Kineto trace (what an nsys export has no counterpart of): events the reader left out
-as invalid, by reason; GPU work far outside the span of the host's events (where an nsys export is held to
-its capture's end); negative queue lengths; missing profiler steps. The checks of both formats:
-analysis.advice.health."""
+as invalid, by reason; negative queue lengths; missing profiler steps. Events far outside the span of the
+host's events (where an nsys export is held to its capture's end): analysis.advice.spans. The checks of both
+formats: analysis.advice.health."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
+from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.hta.breakdown import queue_lengths
-from analysis.readers import NULL
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
-from workloads.names import counted
-
-# GPU work runs while the host's events are recorded: in the four shared traces every kernel, copy, set and
-# sync starts after the first CUDA call or operator and ends before the last one ends. So one that starts or
-# ends farther outside their span than the span itself lasts (at least a second: the GPU may run behind
-# the host by the work it was given) is no time the GPU ran: an edited or damaged event, which stretches the
-# GPU's span, its idle time and every sum it is in.
-HOST_FRAMES = ("runtime", "cpu_ops")
-DEVICE_FRAMES = {"kernels": "kernel", "memcpy": "memory copy", "memset": "memory set", "syncs": "sync event"}
-MIN_SLACK_NS = 1_000_000_000
-DAY_NS, YEAR_NS = 86_400 * 10**9, 365 * 86_400 * 10**9
 
 
 def left_out(trace: Trace) -> Check:
@@ -57,57 +43,6 @@ def left_out(trace: Trace) -> Check:
             "written by a profiler that crashed; record it again",
         )
     return Check(name, OK, evidence)
-
-
-def gpu_span(trace: Trace) -> Check:
-    """GPU work that starts or ends far outside the span of the host's events (HOST_FRAMES), the farthest
-    named; rows the reader left out for a time past 2**62 ns too (their name is said nowhere else)."""
-    name = "GPU work in the trace's span"
-    device = [f for f in DEVICE_FRAMES if trace.has(f)]
-    host = [
-        h
-        for h in (trace.frame(f, ["start", "end"], keep=False) for f in HOST_FRAMES if trace.has(f))
-        if len(h)
-    ]
-    if not device or not host:
-        return Check(name, OK, "no GPU work in the trace" if not device else "no CUDA calls or operators")
-    first, last = min(int(h["start"].min()) for h in host), max(int(h["end"].max()) for h in host)
-    slack = max(last - first, MIN_SLACK_NS)
-    outside, worst = 0, (0.0, "", -1)  # events outside; the farthest: how far, its frame, its row
-    for f in device:
-        start, end = trace.column(f, "start", keep=False), trace.column(f, "end", keep=False)
-        timed = (start != NULL) & (end != NULL) & (end >= start)  # the others: `times` and `invalid events`
-        # float: a start or end near ±2**63 would wrap round int64 here
-        far = np.where(timed, np.maximum(first - start.astype(float), end.astype(float) - last), 0.0)
-        outside += int((far > slack).sum())
-        if len(far) and far.max() > worst[0]:
-            worst = (float(far.max()), f, int(np.argmax(far)))
-    span = f"{(last - first) / 1e9:,.3f} s from the first CUDA call or operator to the last one's end"
-    if not outside:
-        return Check(name, OK, f"every kernel, copy, set and sync within or near the host's events ({span})")
-    _, f, row = worst
-    what = DEVICE_FRAMES[f]
-    if f in ("kernels", "syncs"):
-        name_id = int(trace.column(f, "name_id", keep=False)[row])
-        what += f" {quote(trace.strings([name_id]).get(name_id, '?'))}"
-    start, end = (int(trace.column(f, c, keep=False)[row]) for c in ("start", "end"))
-    return Check(
-        name,
-        FAIL,
-        f"{counted(outside, 'GPU event')} {'lies' if outside == 1 else 'lie'} far outside the host's events "
-        f"({span}); the farthest, {what}, "
-        f"starts at {(start - first) / 1e9:,.3f} s and lasts {_lasting(end - start)}",
-        "a damaged or edited trace: no GPU ran then, and the kernel tables, GPU time and idle time count "
-        "it; record the trace again",
-    )
-
-
-def _lasting(ns: int) -> str:
-    """A duration in seconds, and in days or years where it is that long."""
-    said = f"{ns / 1e9:,.3f} s"
-    if ns >= YEAR_NS:
-        return f"{said} ({ns / YEAR_NS:,.1f} years)"
-    return f"{said} ({ns / DAY_NS:,.1f} days)" if ns >= DAY_NS else said
 
 
 def queue_length_check(trace: Trace, health: Health) -> Check:

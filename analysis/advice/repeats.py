@@ -15,14 +15,16 @@ from workloads.names import counted
 
 def recorded_once(trace: Trace) -> Check:
     """GPU work recorded twice (rows equal in every time and id): per-kernel tables count every row, as
-    `nsys stats` and HTA do, so a row recorded twice doubles its kernel's count and time there, while the
-    breakdown's busy and idle times count it once: the numbers disagree, and this check fails saying why.
+    `nsys stats` does of an export and HTA of a Kineto trace (the evidence names the one of its source), so
+    a row recorded twice doubles its kernel's count and time there, while the breakdown's busy and idle
+    times count it once: the numbers disagree, and this check fails saying why.
     Work overlapping earlier work on its stream (a stream runs one thing at a time, so the times are off)
     is named in the evidence."""
     name = "GPU work recorded once"
+    nsys = trace.format == "nsys-sqlite"
     fix = (
         "a damaged export (rows written twice): export the report again"
-        if trace.format == "nsys-sqlite"
+        if nsys
         else "a damaged trace (events written twice): record it again"
     )
     ranges = _repeated_ranges(trace)
@@ -46,8 +48,9 @@ def recorded_once(trace: Trace) -> Check:
     overlapping = _overlapping(ev)
     overlap = (
         f"; {overlapping:,} {'starts' if overlapping == 1 else 'start'} before earlier work on "
-        f"{'its' if overlapping == 1 else 'their'} stream ended (times a little off, as in many "
-        "Kineto traces: the breakdown counts a stream's busy time as the union of its events)"
+        f"{'its' if overlapping == 1 else 'their'} stream ended (times a little off"
+        f"{'' if nsys else ', as in many Kineto traces'}: the breakdown counts a stream's busy time as the "
+        "union of its events)"
         if overlapping
         else ""
     )
@@ -64,8 +67,8 @@ def recorded_once(trace: Trace) -> Check:
         name,
         FAIL,
         f"{int(twice.sum()):,} rows repeat another exactly ({each}): the kernel tables count them twice, "
-        f"as nsys stats does, the breakdown's busy and idle times once{first}{overlap}"
-        + (f"; {said}" if ranges else ""),
+        f"as {'nsys stats' if nsys else 'HTA'} does, the breakdown's busy and idle "
+        f"times once{first}{overlap}" + (f"; {said}" if ranges else ""),
         fix,
     )
 
