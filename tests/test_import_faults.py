@@ -158,6 +158,21 @@ CASES = [
     ("result.extra.memory.peak_source", 5, "extra.memory.peak_source is 5, not text"),
     ("result.extra.memory.operators", [{"name": "aten::mm"}], "extra.memory.operators[0].calls is None"),
     ("result.steps.1", {"step": 1, "warmup": False}, "steps[1] lacks phases"),
+    # the environment's values, each as harness.core.env.collect writes it (`show` lists them)
+    ("result.env.host", [1], "env.host is [1], not text"),
+    ("result.env.torch", 2.1, "env.torch is 2.1, not text"),
+    ("result.env.platform", None, "env.platform is None, not text"),
+    ("result.env.platform", "Linux\x1b[2J", r"env.platform is 'Linux\x1b[2J': it holds control characters"),
+    ("result.env.cpu_threads", "2", "env.cpu_threads is '2', not a whole number"),
+    ("result.env.cpu_threads", 0, "env.cpu_threads is 0, outside 1.."),
+    ("result.env.cudnn", {"v": 9}, "env.cudnn is {'v': 9}, not a whole number"),
+    # the words the store checks as it reads the run back
+    ("save.nsys_mode", "bogus", "save.nsys_mode is 'bogus', not one of light, full"),
+    (
+        "result.extra.energy_summary",
+        {"energy_method": "guess"},
+        "extra.energy_summary.energy_method is 'guess', not one of counter, power, counter+power",
+    ),
 ]
 
 
@@ -393,6 +408,42 @@ def test_every_kind_of_run_the_harness_writes_is_taken(tmp_path: Path, db: Path)
     assert result.exit_code == 0, result.output
     assert [r["stored"] for r in json.loads(result.stdout)] == ["new"] * 5
     assert set(stored(db)) == {"tiny-a", "gpt2-g", "tiny-r", "python3-20261127-101937-51e2", "xl-oom"}
+
+
+def test_the_environment_of_a_gpu_run_is_taken(tmp_path: Path, db: Path) -> None:
+    """The fields a run on a GPU adds, cuDNN's version a number; null where a machine has no git or driver."""
+    env = {"git_commit": None, "cuda": "12.8", "device_name": "NVIDIA H200", "cudnn": 91002, "driver": None}
+    data = json.loads(REAL.read_text())
+    data["result"]["env"].update(env)
+    (path := tmp_path / "gpu.json").write_text(json.dumps(data))
+    assert invoke(path, db=db).exit_code == 0
+    shown = runner.invoke(app, ["show", RUN_ID, "--db", str(db), "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert {k: v for k, v in json.loads(shown.stdout)["run"].items() if k in {f"env.{k}" for k in env}} == {
+        f"env.{k}": v for k, v in env.items()
+    }
+
+
+def test_the_words_checked_are_those_the_harness_writes() -> None:
+    """`--nsys-mode`'s choices; the energy methods of a device with a counter, of one with power readings,
+    and of the two summed."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.runs.energy import energy_table, run_summary
+    from harness.cli.options import NsysMode
+    from harness.store.unsaved_check import ENERGY_METHODS, NSYS_MODES
+
+    assert tuple(NsysMode) == NSYS_MODES
+    t_ns = [0, 500_000_000, 1_000_000_000]
+    samples = pd.DataFrame(
+        {"device": ["gpu0"] * 3 + ["package"] * 3, "tick": [0, 1, 2] * 2, "t_ns": t_ns * 2,
+         "power_w": [100.0] * 3 + [np.nan] * 3, "energy_j": [np.nan] * 3 + [0.0, 5.0, 10.0]}
+    )  # fmt: skip
+    steps = pd.DataFrame({"step": [0], "phase": ["forward"], "start_ns": [0], "end_ns": [1_000_000_000]})
+    table = energy_table(samples, steps)
+    methods = [run_summary(table, device)["energy_method"] for device in ("package", "gpu0", "total")]
+    assert methods == list(ENERGY_METHODS)
 
 
 def test_a_refused_file_says_which_files_went_in_before_it_and_which_were_not_tried(

@@ -61,7 +61,28 @@ EDITS = {
         "update step_timings set rank = 'x' where run_id = 'a-1'",
         "step_timings: step 0: rank is 'x', not a whole number",
     ),
+    "a step's warmup x": (
+        "update step_timings set warmup = 'x' where run_id = 'a-1'",
+        "step_timings: step 0: warmup is 'x', not true or false",
+    ),
 }
+# a run's column (SET clause) that was read as stored: words the harness never writes, bytes for text, and
+# true or false of another value (SQLAlchemy's Boolean read each as true); what the line names
+COLUMN_EDITS = {
+    "nsys_mode = 'bogus'": "nsys_mode is 'bogus', not one of light, full",
+    "nsys_mode = 5": "nsys_mode is '5', not one of light, full",
+    "energy_method = 'guess'": "energy_method is 'guess', not one of counter, power, counter+power",
+    "nsys_rep = X'00'": "nsys_rep is b'\\x00', not text",
+    "nsys_sqlite = X'41'": "nsys_sqlite is b'A', not text",
+    "error = X'41'": "error is b'A', not text",
+    "experiment = 'sweep' || char(27) || '[2J'": "experiment is 'sweep\\x1b[2J': it holds control characters",
+    "baseline_run_id = '../b-1'": "baseline_run_id is '../b-1': it holds a folder separator",
+    "compile = 'x'": "compile is 'x', not true or false",
+    "compile = 2": "compile is 2, not true or false",
+    "config = json_set(config, '$.compile', 'x')": "config.compile is 'x', not true or false",
+    "config = json_set(config, '$.cuda_graphs', 1)": "config.cuda_graphs is 1, not true or false",
+}
+EDITS.update({edit: (ONE.format(edit), said) for edit, said in COLUMN_EDITS.items()})
 COMMANDS = [["runs"], ["show", "a-1"], ["diff", "a-1", "b-1"], ["dashboard", "-o", "OUT"], ["health", "a-1"]]
 
 
@@ -114,6 +135,25 @@ def edited(stored: Path, tmp_path: Path, *sql: str) -> Path:
             con.execute(statement)
     con.close()
     return db
+
+
+def test_the_words_and_switches_the_harness_writes_are_read(stored: Path, tmp_path: Path) -> None:
+    """A run under nsys's full mode, compiled, its joules from a counter and power readings summed."""
+    db = edited(
+        stored,
+        tmp_path,
+        ONE.format("profiler = 'nsys', nsys_mode = 'full', energy_method = 'counter+power', compile = 1"),
+        ONE.format("experiment = 'sweep-1', nsys_rep = '/r/a-1.nsys-rep', error = NULL"),
+        ONE.format("config = json_set(config, '$.compile', json('true'))"),
+    )
+    result = runner.invoke(app, ["runs", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    runs = {r["run_id"]: r for r in json.loads(result.stdout)}
+    assert runs["a-1"]["compile"] is True and runs["b-1"]["compile"] is False
+    assert (runs["a-1"]["nsys_mode"], runs["a-1"]["energy_method"]) == ("full", "counter+power")
+    shown = runner.invoke(app, ["show", "a-1", "--db", str(db), "--format", "json"])
+    assert shown.exit_code == 0 and shown.stderr == "", shown.output
+    assert json.loads(shown.stdout)["run"]["profiler"] == "nsys (full)"
 
 
 def test_runs_lists_the_runs_it_can_read_and_names_each_it_cannot(stored: Path, tmp_path: Path) -> None:
@@ -223,6 +263,11 @@ OTHER_ROWS = {
         CELL.format("created_at = 'never'"),
         [["dashboard", "-o", "OUT"]],
         "attention sweep 'attn-1' is damaged (created_at is 'never', not a time)",
+    ),
+    "a cell's causal x": (
+        CELL.format("causal = 'x'"),
+        [["dashboard", "-o", "OUT"]],
+        "attention sweep 'attn-1' is damaged (causal is 'x', not true or false)",
     ),
     "a cell's size of text": (
         CELL.format("seq_len = 'long'"),

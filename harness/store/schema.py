@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, String, Text, TypeDecorator
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, String, Text, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from harness.store.fields import NotJson
@@ -66,9 +66,27 @@ class StoredJSON(ReadAsStored):
         return NotJson(value.decode(errors="backslashreplace") if isinstance(value, bytes) else value)
 
 
+class StoredBool(ReadAsStored):
+    """True or false, or what is there that the harness never writes as either (`x`, 2, 0.5) as it is:
+    SQLAlchemy's Boolean reads a database without booleans (SQLite: 1 and 0) by truth, and took `x` for
+    true."""
+
+    impl = Boolean
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        def process(value: Any) -> Any:
+            if value is None or isinstance(value, bool):
+                return value
+            return value == 1 if type(value) is int and value in (0, 1) else value
+
+        return process
+
+
 class Base(DeclarativeBase):
-    # what a bare annotation gives besides SQLAlchemy's own (Mapped[int] is Integer, Mapped[bool] Boolean)
+    # what a bare annotation gives besides SQLAlchemy's own (Mapped[int] is Integer)
     type_annotation_map: ClassVar[dict[Any, Any]] = {
+        bool: StoredBool,
         float: Float,  # the schema's FLOAT (SQLAlchemy's own would be DOUBLE)
         datetime: DateTime(timezone=True),
         dict[str, Any]: StoredJSON,

@@ -28,8 +28,17 @@ from workloads.names import ATTENTION_IMPLS, MODES, PRECISIONS, RUN_ENERGY_FIELD
 
 WHOLE = {"batch_size": 0, "warmup": 0, "steps": 0}  # columns that take no NULL, and their least value
 MAYBE_WHOLE = {"context_length": 1, "params": 0, "peak_memory_bytes": 0, "world_size": 1}
-FIGURES = ("tokens_per_s", "flops_per_step", "achieved_flops", "mfu", *RUN_ENERGY_FIELDS)
+FIGURES = (
+    "tokens_per_s",
+    "flops_per_step",
+    "achieved_flops",
+    "mfu",
+    *(n for n in RUN_ENERGY_FIELDS if n != "energy_method"),
+)
 TEXT = ("id", "model", "device", "device_name", "precision", "attention", "profiler")
+MAYBE_TEXT = ("error", "nsys_rep", "nsys_sqlite")  # NULL where a run has none
+# NULL where a run has none, else one of the words the harness writes
+MAYBE_ONE_OF = {"nsys_mode": check.NSYS_MODES, "energy_method": check.ENERGY_METHODS}
 PHASE_WHOLE = ("count", "min_ns", "max_ns")
 PHASE_FIGURES = ("mean_ns", "std_ns", "median_ns")
 
@@ -50,6 +59,13 @@ def check_run(run: Run) -> None:
         raise fields.Damaged(f"created_at is {run.created_at!r}, not a time")
     for name in TEXT:
         fields.text(getattr(run, name), name)
+    for name in MAYBE_TEXT:
+        fields.text(getattr(run, name), name, optional=True)
+    fields.text(run.experiment, "experiment", optional=True, plain=True)
+    fields.run_id(run.baseline_run_id, "baseline_run_id", optional=True)
+    for name, words in MAYBE_ONE_OF.items():
+        if getattr(run, name) is not None:
+            fields.one_of(getattr(run, name), words, name)
     fields.one_of(run.mode, (*MODES, PROGRAM_MODE), "mode")
     fields.one_of(run.status, check.STATUSES, "status")
     if type(run.compile) is not bool:
@@ -60,9 +76,11 @@ def check_run(run: Run) -> None:
         if getattr(run, name) is not None:
             fields.whole(getattr(run, name), name, low)
     for name in FIGURES:
-        if name != "energy_method":
-            fields.figure(getattr(run, name), name)
+        fields.figure(getattr(run, name), name)
     config = fields.mapping(run.config, "config")
+    for name in check.SWITCHES:  # a run stored before a setting existed lacks it
+        if name in config and type(config[name]) is not bool:
+            raise fields.Damaged(f"config.{name} is {config[name]!r}, not true or false")
     if "fixes" in config and not (
         isinstance(config["fixes"], list) and all(isinstance(f, str) for f in config["fixes"])
     ):

@@ -77,6 +77,15 @@ ENV_FIELDS = (
     "harness", "git_commit", "host", "platform", "python", "torch", "cuda", "nvtx_emitter", "cpu_threads",
     "device_name", "cudnn", "driver", "nsys",
 )  # fmt: skip
+# its whole numbers (torch's threads, cuDNN's version) and their least value; the others are text
+ENV_COUNTS = {"cpu_threads": 1, "cudnn": 0}
+ENV_UNKNOWN = ("git_commit", "cuda", "cudnn", "driver")  # null where the machine has none (no git, no GPU)
+# what `harness run` writes true or false in a run's configuration
+SWITCHES = ("compile", "cuda_graphs", "nvtx_detail", "power", "memory", "pin_memory", "dynamic_shapes")
+NSYS_MODES = ("light", "full")  # `--nsys-mode`
+# how analysis.runs.energy measured a run's joules: from a device's energy counter, from its power readings,
+# or for devices summed, the methods of its devices joined
+ENERGY_METHODS = ("counter", "power", "counter+power")
 SIGNALS = 64  # a program killed by signal N exits -N (SIGRTMAX is 64)
 OPTIMIZE_ROLES = ("timed", "capture")  # harness.experiments.optimize's parts of a run
 OPTIMIZE_FINAL = "final"  # its check of the changes kept, stacked, against the baseline
@@ -108,7 +117,7 @@ def check_config(cfg: RunConfig) -> None:
     one_of(cfg.device, DEVICES, "config.device")
     one_of(cfg.precision, (*PRECISIONS, "n/a") if program else PRECISIONS, "config.precision")
     one_of(cfg.attention, (*ATTENTIONS, "n/a") if program else ATTENTIONS, "config.attention")
-    for name in ("compile", "cuda_graphs", "nvtx_detail", "power", "memory", "pin_memory", "dynamic_shapes"):
+    for name in SWITCHES:
         if type(getattr(cfg, name)) is not bool:
             raise fail(f"config.{name}", f"is {getattr(cfg, name)!r}, not true or false")
     first = 0 if program else 1
@@ -185,12 +194,13 @@ def check_result(result: RunResult) -> None:
     if result.peak_memory_bytes is not None:
         whole(result.peak_memory_bytes, "peak_memory_bytes")
     extra = mapping(result.extra, "extra")
-    only(mapping(result.env, "env"), ENV_FIELDS, "env")
+    check_env(mapping(result.env, "env"))
     energy = mapping(extra.get("energy_summary") or {}, "extra.energy_summary")
     for name in RUN_ENERGY_FIELDS:
         value = energy.get(name)
         if name == "energy_method":
-            text(value, f"extra.energy_summary.{name}", optional=True, plain=True)
+            if value is not None:
+                one_of(value, ENERGY_METHODS, f"extra.energy_summary.{name}")
         else:
             figure(value, f"extra.energy_summary.{name}")
     for kind, path in mapping(extra.get("artifacts") or {}, "extra.artifacts").items():
@@ -204,6 +214,19 @@ def check_result(result: RunResult) -> None:
     for name in OLD_SERVING:
         figure(extra.get(name), f"extra.{name}")
     check_extra(extra, phases, power=result.config.power)
+
+
+def check_env(env: dict[str, Any]) -> None:
+    """The environment the run happened in (harness.core.env.collect, a program's run's): its fields,
+    each text or a whole number as written (`show` lists them)."""
+    only(env, ENV_FIELDS, "env")
+    for name, value in env.items():
+        if value is None and name in ENV_UNKNOWN:
+            continue
+        if name in ENV_COUNTS:
+            whole(value, f"env.{name}", ENV_COUNTS[name])
+        else:
+            text(value, f"env.{name}", plain=True)
 
 
 def _numbers(value: Any, where: str, check: Any) -> dict[str, Any]:
@@ -406,8 +429,9 @@ def check_save(save: dict[str, Any], profilers: Sequence[str]) -> None:
     store, below the profilers, is told them)."""
     only(save, SAVE_FIELDS, "save")
     one_of(save.get("profiler") or "none", tuple(profilers), "save.profiler")
-    for name in ("nsys_mode", "experiment"):
-        text(save.get(name), f"save.{name}", optional=True, plain=True)
+    if save.get("nsys_mode") is not None:
+        one_of(save["nsys_mode"], NSYS_MODES, "save.nsys_mode")
+    text(save.get("experiment"), "save.experiment", optional=True, plain=True)
     run_id(save.get("baseline_run_id"), "save.baseline_run_id", optional=True)
     for name in ("nsys_rep", "nsys_sqlite"):
         text(save.get(name), f"save.{name}", optional=True)
