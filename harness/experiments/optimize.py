@@ -271,9 +271,8 @@ def optimize(
                 )
         if not out.tried and out.interrupted is None:
             _baseline_only(out, config, store_run, timed, clock, say, repeats)
-        # the stack against the baseline, measured alike
         if len(out.accepted) > 1 and out.interrupted is None:
-            check = Tried("final", "all kept", config, current)
+            check = Tried("final", "all kept", config, current)  # the stack against the baseline, alike
             _measure(check, store_run, timed, clock, say, repeats, ci_target, store, out.experiment)
             out.final_check = check
     except KeyboardInterrupt as e:  # one that came as a run ended, held until it was stored
@@ -396,10 +395,11 @@ def _baseline_only(
         with signals.deferred():  # one that came as it ended all the same: raised once it is stored
             result = clock.timing("timed", lambda: timed(config))
             store_run(result, "timed", config.fixes, None)
+            if result.status == "ok":
+                out.baseline_runs.append(result)
         if result.status != "ok":
             out.notes.append(f"baseline run {result.run_id} ended {result.status}: {result.error}")
             break
-        out.baseline_runs.append(result)
 
 
 # --- what it prints ------------------------------------------------------------------------------------
