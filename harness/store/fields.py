@@ -51,13 +51,16 @@ def figure(value: Any, where: str, *, negative: bool = False) -> float | int | N
     return value
 
 
-def text(value: Any, where: str, *, optional: bool = False, plain: bool = False) -> str | None:
-    """A string (None where `optional`); `plain`: without control or format characters."""
+def text(
+    value: Any, where: str, *, optional: bool = False, plain: bool = False, quoted: bool = False
+) -> str | None:
+    """A string (None where `optional`); `plain`: without control or format characters; `quoted`: any
+    characters, NUL too (an error quoting what a program printed)."""
     if value is None and optional:
         return None
     if not isinstance(value, str):
         raise fail(where, f"is {value!r}, not text")
-    if "\x00" in value or (plain and hidden(value)):
+    if ("\x00" in value and not quoted) or (plain and hidden(value)):
         raise fail(where, f"is {value!r}: it holds control characters")
     return value
 

@@ -36,7 +36,7 @@ FIGURES = (
     *(n for n in RUN_ENERGY_FIELDS if n != "energy_method"),
 )
 TEXT = ("id", "model", "device", "device_name", "precision", "attention", "profiler")
-MAYBE_TEXT = ("error", "nsys_rep", "nsys_sqlite")  # NULL where a run has none
+MAYBE_TEXT = ("nsys_rep", "nsys_sqlite")  # NULL where a run has none
 # NULL where a run has none, else one of the words the harness writes
 MAYBE_ONE_OF = {"nsys_mode": check.NSYS_MODES, "energy_method": check.ENERGY_METHODS}
 PHASE_WHOLE = ("count", "min_ns", "max_ns")
@@ -61,6 +61,7 @@ def check_run(run: Run) -> None:
         fields.text(getattr(run, name), name)
     for name in MAYBE_TEXT:
         fields.text(getattr(run, name), name, optional=True)
+    fields.text(run.error, "error", optional=True, quoted=True)
     fields.text(run.experiment, "experiment", optional=True, plain=True)
     fields.run_id(run.baseline_run_id, "baseline_run_id", optional=True)
     for name, words in MAYBE_ONE_OF.items():
@@ -184,7 +185,7 @@ def check_cell(cell: dict[str, Any]) -> None:
         raise fields.Damaged(f"created_at is {cell['created_at']!r}, not a time")
     for name in ("device", "device_name", "memory_source"):
         fields.text(cell[name], name)
-    fields.text(cell["error"], "error", optional=True)
+    fields.text(cell["error"], "error", optional=True, quoted=True)
     fields.one_of(cell["precision"], PRECISIONS, "precision")
     fields.one_of(cell["impl"], ATTENTION_IMPLS, "impl")
     fields.one_of(cell["status"], ("ok", "oom", "error"), "status")
