@@ -195,16 +195,126 @@ def test_a_signal_handed_on_is_held_by_a_block_around_it_else_raised() -> None:
         signals.hand_on(signal.SIGTERM)
 
 
-def test_a_run_across_ranks_finished_as_sigterm_came_ends_with_sigterms_code() -> None:
-    """Every rank done as SIGTERM came: the run's error was "interrupted", read back as Ctrl-C's (130)."""
+RANKS = ["--device", "cpu", "--nproc", "2", "--steps", "2", "--warmup", "1", "--batch-size", "1",
+         "--context-length", "32"]  # fmt: skip
+
+
+def rank_results(config: RunConfig, run_id: str) -> dict[int, RunResult]:
+    """What two ranks that finished their run leave: each its ok result, its steps carrying its rank."""
+    ranks = {r: ok_run(run_id, config) for r in (0, 1)}
+    for rank, result in ranks.items():
+        result.tokens_per_s = 1000.0
+        for step in result.steps:
+            step.rank = rank
+    return ranks
+
+
+def ended_as(sig: int):  # type: ignore[no-untyped-def]
+    """multirank.launch of ranks that all wrote an ok result as `sig` came (passed on to torchrun)."""
+    from harness.execution.ranks import multirank
+
+    def launch(config: RunConfig, run_id: str, wrap=None, on_steps=None) -> multirank.Launched:  # type: ignore[no-untyped-def]
+        return multirank.Launched(rank_results(config, run_id), 1, "", sig)
+
+    return launch
+
+
+def test_a_run_across_ranks_finished_as_sigterm_came_is_kept_ok() -> None:
+    """Every rank wrote its ok result as SIGTERM came: the run ended ok, with its steps and throughput."""
     from harness.execution.ranks import multirank
 
     config = RunConfig(model="char", device="cpu", nproc=2, warmup=0, steps=1)
-    ranks = {r: ok_run(f"r{r}", config) for r in (0, 1)}
-    result = multirank.combine(config, "m-1", multirank.Launched(ranks, 0, "", signal.SIGTERM))
+    ranks = rank_results(config, "m-1")
+    result = multirank.combine(config, "m-1", multirank.Launched(ranks, 1, "", signal.SIGTERM))
+    assert (result.status, result.error) == ("ok", None)
+    assert [s.rank for s in result.steps] == [0, 1]
+    assert result.tokens_per_s == 2000.0  # summed over the ranks, as for any run that ended ok
+
+
+def test_a_rank_that_did_not_finish_as_sigterm_came_leaves_the_run_interrupted() -> None:
+    from harness.execution.ranks import multirank
+
+    config = RunConfig(model="char", device="cpu", nproc=2, warmup=0, steps=1)
+    ranks = rank_results(config, "m-1")
+    ranks[1] = RunResult("m-1", config, "error", error="worker exit code 1", steps=[])
+    result = multirank.combine(config, "m-1", multirank.Launched(ranks, 1, "", signal.SIGTERM))
     assert result.status == "interrupted"
-    assert result.error == "interrupted by SIGTERM as its ranks ended"
+    assert result.error == "interrupted by SIGTERM before every rank ended"
     assert signals.signal_in(result.error) == signal.SIGTERM
+    assert len(result.steps) == 1  # rank 0's
+
+
+def test_run_ranks_hands_on_a_signal_that_came_as_every_rank_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held by a block around it (a loop of runs, which stores the run and then stops), else raised."""
+    from harness.execution.ranks import multirank
+
+    monkeypatch.setattr(multirank, "launch", ended_as(signal.SIGTERM))
+    config = RunConfig(model="char", device="cpu", nproc=2, warmup=0, steps=1)
+    with kept_in_hand(), signals.deferred() as came:
+        result = multirank.run_ranks(config, "m-1")
+        assert came == [signal.SIGTERM]
+        came.clear()
+    assert result.status == "ok" and len(result.steps) == 2
+    with signals.sigterm_raises(), pytest.raises(signals.Terminated):
+        multirank.run_ranks(config, "m-2")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_run_across_ranks_stores_a_run_every_rank_finished_as_a_signal_came(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int
+) -> None:
+    from harness.execution.ranks import multirank
+
+    monkeypatch.setattr(multirank, "launch", ended_as(sig))
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    r = runner.invoke(app, ["run", "tiny", *RANKS, "--db", db])
+    assert r.exit_code == signals.exit_code(sig), r.output
+    store = ResultsStore(db)
+    (run_id,) = store.runs()["run_id"]
+    assert store.get(run_id).status == "ok"
+    assert len(store.step_timings()) == 2 * len(STEP)  # a step of each rank, each phase
+    name = signals.name(sig)
+    assert f"error: run {run_id} interrupted by {name} as its ranks ended ok; stored as ok" in said(r)
+
+
+def signal_once_ranks_wrote(monkeypatch: pytest.MonkeyPatch, sig: int) -> list[int]:
+    """`sig` to this process (the harness) once every rank has written its result, while torchrun still
+    runs (seen by the hung-rank watchdog, which the harness asks as it waits); the list it was sent in."""
+    from harness.execution.ranks import multirank
+    from harness.execution.ranks.distributed import rank_path
+
+    ask, sent = multirank.Watchdog.__call__, []
+
+    def watch(self: multirank.Watchdog) -> bool:
+        if not sent and all(rank_path(self.result, r).exists() for r in self.ranks):
+            sent.append(sig)
+            os.kill(os.getpid(), sig)
+        return ask(self)
+
+    monkeypatch.setattr(multirank.Watchdog, "__call__", watch)
+    return sent
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_real_ranks_that_wrote_their_results_as_a_signal_came_are_stored_ok(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int
+) -> None:
+    """The signal as torchrun's ranks have written their results and are exiting (torch's teardown): it is
+    passed on to torchrun, which ends all the same; the run is stored ok with every step, then the command
+    ends with the signal's code."""
+    sent = signal_once_ranks_wrote(monkeypatch, sig)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    r = runner.invoke(app, ["run", "tiny", *RANKS, "--db", db])
+    assert sent == [sig]
+    assert r.exit_code == signals.exit_code(sig), r.output
+    store = ResultsStore(db)
+    (run_id,) = store.runs()["run_id"]
+    assert store.get(run_id).status == "ok"
+    steps = store.step_timings().groupby("rank")["step"].agg(set).to_dict()
+    assert steps == {0: {0, 1, 2}, 1: {0, 1, 2}}  # warmup 0, measured 1 and 2
+    name = signals.name(sig)
+    assert f"error: run {run_id} interrupted by {name} as its ranks ended ok; stored as ok" in said(r)
 
 
 def test_run_nsys_starts_no_capture_after_a_baseline_that_ended_as_sigterm_came(

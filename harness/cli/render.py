@@ -115,6 +115,8 @@ def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
             err(str(refused))
         err(f"run {result.run_id} failed: {result.error}; {stored_as(result, [refused])}")
         raise typer.Exit(1)
+    if p.error is not None:  # a signal came as every rank ended: the run stored as it ended, then its code
+        err(p.error)
     finish([refused], [result])
 
 

@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.core import signals
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig, RunResult
 from harness.execution.ranks.multirank import run_ranks
 from harness.execution.runner import run_workload
 from harness.profilers.base import Outcome, ProfiledFn, Profiler, ProfilerOptions, Reporter
-from harness.profilers.capture import save_once
+from harness.profilers.capture import save_once, stored_as
 from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
@@ -53,14 +54,22 @@ class NoProfiler(Profiler):
     def run(
         self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
     ) -> PlainRun:
+        late: int | None = None
         if config.world_size > 1:
             progress.stage(f"{config.nproc} ranks on this machine")
-            result = run_ranks(config, on_steps=progress.advance)
+            with signals.deferred() as came:  # one that came as every rank ended: the run kept as it ended
+                result = run_ranks(config, on_steps=progress.advance)
+                late = came[0] if came else None
+                came.clear()
         else:
             result = run_workload(config, progress=progress.advance, memory_dir=options.profile_dir)
         out = PlainRun(run_id=result.run_id, result=result)
         if refusal := save_once(store, result):
             out.refused.append(refusal)
+        if late is not None and result.status in ("ok", "oom"):  # stored, then the signal's exit code
+            why = signals.interrupted(late, f"as its ranks ended {result.status}")
+            out.error = f"run {result.run_id} {why}; {stored_as(result, out.refused)}"
+            out.exit_code = signals.exit_code(late)
         return out
 
 

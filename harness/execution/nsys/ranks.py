@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.core import signals
 from harness.core.records import RunConfig, RunResult
 from harness.execution.nsys.find import NsysInfo
 from harness.execution.nsys.launch import ProfileOptions, ProfileResult, rank_profile_command, rank_report
@@ -23,6 +24,9 @@ def profile_ranks(
 
     launched = launch(config, run_id, wrap)
     result = combine(config, run_id, launched)
+    if launched.interrupted and result.status == "ok":  # nsys was told to stop, as for one process
+        result.status = "interrupted"
+        result.error = signals.interrupted(launched.interrupted, "as its ranks ended")
     notes: list[str] = []
     artifacts: dict[str, str] = {}
     found: dict[int, tuple[Path | None, Path | None]] = {}

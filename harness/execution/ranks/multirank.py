@@ -177,7 +177,8 @@ def _tail(output: str, lines: int = 20) -> str:
 def combine(config: RunConfig, run_id: str, launched: Launched) -> RunResult:
     """One RunResult of all ranks: every step with its rank; throughput summed over ranks, MFU their mean,
     peak memory their maximum; the block times (--nvtx-detail) of the first rank; failed naming the rank, or
-    interrupted, or ok when every rank was."""
+    interrupted, or ok when every rank was: also when a signal came as they ended (each had written its
+    result; `run_ranks` hands the signal on)."""
     import statistics
 
     results = [launched.ranks[r] for r in sorted(launched.ranks)]
@@ -212,10 +213,12 @@ def combine(config: RunConfig, run_id: str, launched: Launched) -> RunResult:
         out.status = "oom" if failed is not None and failed.status == "oom" else "error"
         out.error = launched.failure
         out.extra["failed_rank"] = launched.failed_rank
-    elif launched.interrupted or any(r.status == "interrupted" for r in results):
+    elif any(r.status == "interrupted" for r in results) or (
+        launched.interrupted and any(r.status != "ok" for r in results)
+    ):
         out.status = "interrupted"
-        # every rank had finished as the signal came: said with the signal (the command's exit code)
-        ended = signals.interrupted(launched.interrupted or signal.SIGINT, "as its ranks ended")
+        # a rank stopped without writing its result (its error, how it died): said with the signal
+        ended = signals.interrupted(launched.interrupted or signal.SIGINT, "before every rank ended")
         out.error = next((r.error for r in results if r.status == "interrupted"), None) or ended
     elif any(r.status != "ok" for r in results):
         bad = next((r, res) for r, res in sorted(launched.ranks.items()) if res.status != "ok")
@@ -251,9 +254,16 @@ def _sum(values: Iterable[float | None]) -> float | None:
 def run_ranks(
     config: RunConfig, run_id: str | None = None, on_steps: Callable[[int], None] | None = None
 ) -> RunResult:
-    """`config` across its ranks, as one RunResult (see `combine`); `on_steps` as in `launch`."""
+    """`config` across its ranks, as one RunResult (see `combine`); `on_steps` as in `launch`. A signal that
+    came as every rank finished its run all the same leaves the run as it ended and is handed on after it,
+    as `run_isolated` does for one process (harness.core.signals.hand_on): a caller that keeps the run holds
+    signals around this call and stops once it is stored; elsewhere it is raised."""
     run_id = run_id or new_id(config.model)
-    return combine(config, run_id, launch(config, run_id, on_steps=on_steps))
+    launched = launch(config, run_id, on_steps=on_steps)
+    result = combine(config, run_id, launched)
+    if launched.interrupted and result.status != "interrupted":
+        signals.hand_on(launched.interrupted)
+    return result
 
 
 def run_any(config: RunConfig, run_id: str | None = None) -> RunResult:
