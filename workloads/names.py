@@ -80,6 +80,10 @@ RUN_ENERGY_FIELDS = (
     "tokens_per_j",
     "energy_method",
 )
+# how analysis.runs.energy measured a run's joules (its energy_method): from a device's energy counter, from
+# its power readings, or for devices summed, the methods of its devices joined
+ENERGY_COUNTER, ENERGY_POWER = "counter", "power"
+ENERGY_METHODS = (ENERGY_COUNTER, ENERGY_POWER, f"{ENERGY_COUNTER}+{ENERGY_POWER}")
 
 LAYER = "layer"  # the block of a whole transformer layer (its NVTX range is layer_N)
 # Where a run's per-block times (--nvtx-detail) come from: the table of `harness blocks` names it

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from workloads.names import RUN_ENERGY_FIELDS
+from workloads.names import ENERGY_COUNTER, ENERGY_POWER, RUN_ENERGY_FIELDS
 
 TOTAL = "total"  # the device label of the row summing every device
 RUN = "run"  # the scope of the whole measured window
@@ -87,11 +87,11 @@ def _device_energy(samples: pd.DataFrame, starts: np.ndarray, ends: np.ndarray) 
         at = np.concatenate([starts, ends]).astype(np.float64)
         read = np.interp(at, t, e)
         read[(at < t[0]) | (at > t[-1])] = np.nan
-        return read[len(starts) :] - read[: len(starts)], "counter"
+        return read[len(starts) :] - read[: len(starts)], ENERGY_COUNTER
     power = samples.dropna(subset=["power_w"]).sort_values("t_ns")
     t = power["t_ns"].to_numpy(dtype=np.float64)
     w = power["power_w"].to_numpy(dtype=np.float64)
-    return _power_integral(t, w, ends) - _power_integral(t, w, starts), "power"
+    return _power_integral(t, w, ends) - _power_integral(t, w, starts), ENERGY_POWER
 
 
 def power_series(samples: pd.DataFrame) -> pd.DataFrame:

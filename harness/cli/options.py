@@ -21,7 +21,7 @@ from harness.cli.option_group import F, option_group
 from harness.core.bounds import digits
 from harness.core.devices import DEVICES
 from harness.core.errors import UsageError
-from harness.core.records import RunConfig
+from harness.core.records import NSYS_MODES, RunConfig
 from harness.execution.checks import check_effect, check_profiler_effect, checked, flag
 from harness.profilers import registry
 from harness.store import results as results_db
@@ -316,9 +316,7 @@ class Capture(StrEnum):
 Profiler = StrEnum("Profiler", [(name, name) for name in registry.NAMES if name != "none"])  # type: ignore[misc]
 
 
-class NsysMode(StrEnum):
-    light = "light"
-    full = "full"
+NsysMode = StrEnum("NsysMode", [(mode, mode) for mode in NSYS_MODES])  # type: ignore[misc]
 
 
 NsysPathOpt = Annotated[

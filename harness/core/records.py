@@ -33,6 +33,8 @@ UNTIMED_FIELDS = frozenset(
 # the result.extra (and stored summary) key of the capture range nsys was given: None, none
 CAPTURE_RANGE = "capture_range"
 GENERATE_ONLY = frozenset({"new_tokens", "cuda_graphs"})  # RunConfig fields only a generate run reads
+# `--nsys-mode`, as a run under nsys is stored (harness.execution.nsys.launch gives each its flags)
+NSYS_MODES = ("light", "full")
 
 
 def newest_back(ref: str) -> int | None:

@@ -19,12 +19,12 @@ from sqlalchemy import event
 from sqlalchemy.orm import QueryContext
 
 from harness.core.errors import HarnessError
-from harness.core.records import PROGRAM_MODE
+from harness.core.records import NSYS_MODES, PROGRAM_MODE
 from harness.store import fields
 from harness.store import unsaved_check as check
 from harness.store.schema import ATTENTION_COLUMNS, Agreement, Run, StepTiming
 from harness.store.unsaved import AGREEMENT_COLUMNS
-from workloads.names import ATTENTION_IMPLS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
+from workloads.names import ATTENTION_IMPLS, ENERGY_METHODS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
 
 WHOLE = {"batch_size": 0, "warmup": 0, "steps": 0}  # columns that take no NULL, and their least value
 MAYBE_WHOLE = {"context_length": 1, "params": 0, "peak_memory_bytes": 0, "world_size": 1}
@@ -38,7 +38,7 @@ FIGURES = (
 TEXT = ("id", "model", "device", "device_name", "precision", "attention", "profiler")
 MAYBE_TEXT = ("nsys_rep", "nsys_sqlite")  # NULL where a run has none
 # NULL where a run has none, else one of the words the harness writes
-MAYBE_ONE_OF = {"nsys_mode": check.NSYS_MODES, "energy_method": check.ENERGY_METHODS}
+MAYBE_ONE_OF = {"nsys_mode": NSYS_MODES, "energy_method": ENERGY_METHODS}
 PHASE_WHOLE = ("count", "min_ns", "max_ns")
 PHASE_FIGURES = ("mean_ns", "std_ns", "median_ns")
 

@@ -21,6 +21,7 @@ from harness.core.machine import MachineLoad
 from harness.core.records import (
     CAPTURE_RANGE,
     FILE_SUFFIXES,
+    NSYS_MODES,
     PROGRAM_MODE,
     BlockRecord,
     ModelInfo,
@@ -45,7 +46,7 @@ from harness.store.fields import (
     text,
     whole,
 )
-from workloads.names import ATTENTIONS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
+from workloads.names import ATTENTIONS, ENERGY_METHODS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
 from workloads.plants import catalogue
 
 STATUSES = ("ok", "degraded", "oom", "error", "interrupted")  # degraded: stored with its reason
@@ -82,10 +83,6 @@ ENV_COUNTS = {"cpu_threads": 1, "cudnn": 0}
 ENV_UNKNOWN = ("git_commit", "cuda", "cudnn", "driver")  # null where the machine has none (no git, no GPU)
 # what `harness run` writes true or false in a run's configuration
 SWITCHES = ("compile", "cuda_graphs", "nvtx_detail", "power", "memory", "pin_memory", "dynamic_shapes")
-NSYS_MODES = ("light", "full")  # `--nsys-mode`
-# how analysis.runs.energy measured a run's joules: from a device's energy counter, from its power readings,
-# or for devices summed, the methods of its devices joined
-ENERGY_METHODS = ("counter", "power", "counter+power")
 SIGNALS = 64  # a program killed by signal N exits -N (SIGRTMAX is 64)
 OPTIMIZE_ROLES = ("timed", "capture")  # harness.experiments.optimize's parts of a run
 OPTIMIZE_FINAL = "final"  # its check of the changes kept, stacked, against the baseline
