@@ -1,13 +1,17 @@
 """A results database edited by hand (sqlite3, a script): a row of a shape the harness never writes is said
 in one line naming the database, the run and the field, exit 1, by every command that reads it (`runs`,
-`show`, `diff`, `dashboard`, `health`), never a traceback; `runs` lists the other runs before it. Each edit
-is made to one of two runs imported from tests/data/harness-unsaved-char.json."""
+`show`, `diff`, `dashboard`, `health`), never a traceback. A command over several runs (`runs`, `diff`'s
+drift, `dashboard`, `compare-compile`, the runs paired with the one `health` or `advise` judges) gives what
+it gives of the others, then that line; one naming the damaged run refuses in it. Each edit is made to one
+of the runs imported from tests/data/harness-unsaved-char.json."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -89,9 +93,13 @@ COMMANDS = [["runs"], ["show", "a-1"], ["diff", "a-1", "b-1"], ["dashboard", "-o
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A database of two runs, a-1 and b-1, as `harness import` stores them."""
-    folder = tmp_path_factory.mktemp("edited")
+    return imported(tmp_path_factory.mktemp("edited"), "a-1", "b-1")
+
+
+def imported(folder: Path, *run_ids: str) -> Path:
+    """A database in `folder` of the runs `run_ids`, each REAL's run as `harness import` stores it."""
     files = []
-    for run_id in ("a-1", "b-1"):
+    for run_id in run_ids:
         data = json.loads(REAL.read_text())
         data["result"]["run_id"] = run_id
         files.append(folder / f"{run_id}.json")
@@ -322,3 +330,120 @@ def test_the_agreement_and_attention_rows_as_stored_are_read(with_rows: Path, tm
     assert [row["Difference (%)"] for row in agreement] == [pytest.approx(-0.99), 0.0]
     page = runner.invoke(app, ["dashboard", "-o", str(tmp_path / "page.html"), "--db", str(with_rows)])
     assert page.exit_code == 0, page.output
+
+
+# a-1 eager, b-1 compiled, c-1 of a-1's configuration made earlier, against a-1 as its baseline, all three in
+# one experiment: c-1 is among the runs `dashboard` and `compare-compile` read, the runs `diff a-1 b-1`
+# measures its drift from, and the runs paired with a-1 that `health a-1` and `advise a-1` read
+SEVERAL = (
+    "update runs set experiment = 'sweep-1'",
+    "update runs set compile = 1, config = json_set(config, '$.compile', json('true')) where id = 'b-1'",
+    "update runs set baseline_run_id = 'a-1', created_at = '2026-11-27 10:00:00.000000' where id = 'c-1'",
+)
+THIRD = "update {} where {} = 'c-1'"
+DAMAGE = {
+    # (the SQL, the field the line names, whether `runs` and `diff` read it: `runs` reads no step, `diff`
+    # the steps alone of the runs it measures its drift from; the runs the dashboard's page holds: a run
+    # whose steps are left out is drawn from its row)
+    "its row": (
+        THIRD.format("runs set summary = '[1, 2'", "id"),
+        "summary is '[1, 2', not JSON",
+        (True, False),
+        "2 runs from",
+    ),
+    "a step": (
+        THIRD.format("step_timings set duration_ns = 'x'", "run_id"),
+        "step_timings: step 0: forward is 'x', not a whole number",
+        (False, True),
+        "3 runs from",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def several(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three runs as `harness import` stores them, set apart as SEVERAL says."""
+    folder = tmp_path_factory.mktemp("several")
+    return edited(imported(folder, "a-1", "b-1", "c-1"), folder, *SEVERAL)
+
+
+def _outputs(page: Path, held: str) -> dict[str, tuple[list[str], Callable[[str], object], object]]:
+    """Each command over several runs, what it gives of a-1 and b-1 (run ids, a page, a health's checks),
+    and what that is with c-1 left out (`held`: what the page says it holds)."""
+    ids = ["a-1", "b-1"]
+    return {
+        "runs": (["runs", "--format", "json"], lambda out: [r["run_id"] for r in json.loads(out)], ids),
+        "diff": (
+            ["diff", "a-1", "b-1", "--format", "json"],
+            lambda out: [json.loads(out)[s] for s in "ab"],
+            ids,
+        ),
+        "dashboard": (
+            ["dashboard", "-o", str(page), "--format", "json"],
+            lambda out: re.findall(r"\d+ runs? from", page.read_text()),
+            [held],
+        ),
+        "compare-compile": (
+            ["compare-compile", "--format", "json"],
+            lambda out: sorted({r[k] for r in json.loads(out) for k in ("eager run", "compiled run")}),
+            ids,
+        ),
+        "health": (["health", "a-1", "--format", "json"], lambda out: len(json.loads(out)["health"]), 5),
+        "advise": (["advise", "a-1"], lambda out: out, ""),  # no capture to judge: said on stderr, exit 1
+    }
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_command_over_several_runs_reads_past_a_damaged_one_and_names_it(
+    several: Path, tmp_path: Path, damage: str
+) -> None:
+    """c-1 damaged: `dashboard`, `compare-compile`, `health a-1` and `advise a-1` (and `diff a-1 b-1`, of a
+    step) refused in c-1's line alone. Each gives what it gives of the runs it can read, says what it says
+    without c-1's damage, then c-1's line, exit 1 (as `runs` lists the others)."""
+    sql, field, (runs_reads, diff_reads), held = DAMAGE[damage]
+    db = edited(several, tmp_path, sql)
+    said = f"error: results database {db}: run 'c-1' is damaged ({field}"
+    page = tmp_path / "page.html"
+    for name, (args, of, expected) in _outputs(page, held).items():
+        sound = runner.invoke(app, [*args, "--db", str(several)])
+        page.unlink(missing_ok=True)
+        result = runner.invoke(app, [*args, "--db", str(db)])
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        if not {"runs": runs_reads, "diff": diff_reads}.get(name, True):  # it reads nothing damaged
+            assert result.exit_code == sound.exit_code == 0 and "c-1" not in result.stderr, lines
+            continue
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (name, result.output)
+        assert lines[-1].startswith(said) and lines[-1].endswith("restore a copy of the database"), lines
+        assert [line for line in lines if "damaged" in line] == lines[-1:], lines
+        if name != "compare-compile":  # which counts the eager runs it read
+            assert lines[:-1] == [s for s in sound.stderr.splitlines() if s.strip()], (name, lines)
+        assert of(result.stdout) == expected, (name, result.stdout)
+    assert lines[-2].startswith("error: no findings for run a-1"), lines  # advise: a-1 has no capture
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["diff", "a-1", "c-1"],
+        ["diff", "c-1", "b-1"],
+        ["dashboard", "--runs", "a-1,c-1", "-o", "OUT"],
+        ["dashboard", "--compare", "c-1,b-1", "-o", "OUT"],
+        ["compare-compile", "--baseline", "c-1"],
+        ["health", "c-1"],
+        ["advise", "c-1"],
+        ["show", "c-1"],
+    ],
+    ids=" ".join,
+)
+def test_a_command_naming_the_damaged_run_refuses_in_its_line(
+    several: Path, tmp_path: Path, damage: str, command: list[str]
+) -> None:
+    sql, field, *_ = DAMAGE[damage]
+    db = edited(several, tmp_path, sql)
+    args = [str(tmp_path / "page.html") if a == "OUT" else a for a in command]
+    result = runner.invoke(app, [*args, "--db", str(db)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.stderr.startswith(f"error: results database {db}: run 'c-1' is damaged ({field})")
+    assert result.stderr.count("\n") == 1 and result.stdout == "", result.output
+    assert not (tmp_path / "page.html").exists()

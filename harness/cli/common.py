@@ -34,6 +34,7 @@ from harness.cli.terminal.output import Format, say
 from harness.core import signals
 from harness.core.bounds import INT64_MAX, check_count
 from harness.core.errors import EMPTY_RUN_ID, HarnessError, UsageError, os_reason
+from harness.store import leaving
 from harness.store.location import env_db, resolve_url, sqlite_file
 from workloads.names import NOT_APPLICABLE, PRECISIONS
 
@@ -457,26 +458,43 @@ def denied(path: Path) -> str:
 def cli_errors(fn: F) -> F:
     """Turn a HarnessError into one line on stderr and its exit code; never a traceback. A signal that no
     command caught (Ctrl-C in a command that only reads) ends with one line saying so, as the run commands
-    say theirs, and the signal's exit code (130 for SIGINT)."""
+    say theirs, and the signal's exit code (130 for SIGINT). A run a read over several runs left out (damaged:
+    harness.store.leaving) is a line each after the command's output, and exit 1."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (HarnessError, AnalysisError) as e:
-            # the errors of both are one line each: a newline in one comes from a name it quotes (a file's)
-            err(str(e), lines=False)
-            raise typer.Exit(e.exit_code) from None
-        except PermissionError as e:
-            # a path the user named, or one in a folder they cannot search: checking it (is_file, exists)
-            # raises wherever it is looked at, so it is said here once for every command
-            if e.filename is None:
+        with leaving.leaving_out() as left_out:
+            try:
+                done = fn(*args, **kwargs)
+            except (typer.Exit, click.exceptions.Exit) as e:  # its own exit code, after what it said
+                if _said_left_out(left_out) and not e.exit_code:
+                    raise typer.Exit(1) from None
                 raise
-            err(denied(Path(os.fsdecode(e.filename))), lines=False)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt as e:  # typer would end with 130 and not a word
-            sig = signals.signal_of(e)
-            err(signals.interrupted(sig, "before the command finished"))
-            raise typer.Exit(signals.exit_code(sig)) from None
+            except (HarnessError, AnalysisError) as e:
+                _said_left_out(left_out)
+                # the errors of both are one line each: a newline in one is from a name it quotes (a file's)
+                err(str(e), lines=False)
+                raise typer.Exit(e.exit_code) from None
+            except PermissionError as e:
+                # a path the user named, or one in a folder they cannot search: checking it (is_file, exists)
+                # raises wherever it is looked at, so it is said here once for every command
+                if e.filename is None:
+                    raise
+                err(denied(Path(os.fsdecode(e.filename))), lines=False)
+                raise typer.Exit(1) from None
+            except KeyboardInterrupt as e:  # typer would end with 130 and not a word
+                sig = signals.signal_of(e)
+                err(signals.interrupted(sig, "before the command finished"))
+                raise typer.Exit(signals.exit_code(sig)) from None
+            if _said_left_out(left_out):
+                raise typer.Exit(1)
+            return done
 
     return wrapper  # type: ignore[return-value]
+
+
+def _said_left_out(left_out: dict[str, str]) -> bool:
+    """Each run a read over several left out (harness.store.leaving), a line; whether there was one."""
+    for line in left_out.values():
+        err(line, lines=False)
+    return bool(left_out)

@@ -119,7 +119,7 @@ def dashboard_cmd(
         )
         if unmatched:
             warn(f"{unmatched}: the page says what is missing")
-        elif not held:
+        elif not held and not store.left_out:  # one left out is said as such
             warn("the results database holds no runs: the page says what is missing")
     for line in page.notes:
         note(line)

@@ -19,7 +19,6 @@ from harness.cli.common import (
     RunRefCommand,
     WideOpt,
     cli_errors,
-    err,
     note,
     run_reference,
     warn,
@@ -54,8 +53,8 @@ def runs_cmd(
     """List saved runs (newest last)."""
 
     store = results_db.ResultsStore(db, readonly=True)
-    damaged: list[str] = []  # a run whose row cannot be read: the others are listed, it is said after them
-    df = store.runs(model=model, device=device, precision=precision, last=last, damaged=damaged)
+    # a run whose row cannot be read is left out: the others are listed, it is said after them, exit 1
+    df = store.runs(model=model, device=device, precision=precision, last=last)
     df = df.drop(columns=["advice"])  # `harness advise RUN` and `show RUN` say it
     if format is Format.table:
         cols = {
@@ -89,16 +88,12 @@ def runs_cmd(
         df.attrs["whole"] = ["run"]
         df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it
     given = dict(model=model, device=device, precision=precision, last=last)
-    notes = [] if len(df) or damaged else [_no_runs(store, **given)]
+    notes = [] if len(df) or store.left_out else [_no_runs(store, **given)]
     if notes and format is Format.table:  # for people, the note alone: an empty table says nothing more
         note(notes[0])
         return
     if len(df) or format is not Format.table:
         emit(df, format, title=f"runs in {results_db.describe_url(store.url)}", notes=notes, wide=wide)
-    for line in damaged:
-        err(line, lines=False)
-    if damaged:
-        raise typer.Exit(1)
 
 
 def _no_runs(store: ResultsStore, **filters: object) -> str:
@@ -126,8 +121,9 @@ def show_cmd(
 
     store = results_db.ResultsStore(db, readonly=True)
     run = store.get(run_id)
-    damaged: list[str] = []  # a paired run that cannot be read: this one is shown without it, and it said
-    tables = show.show_tables(run, store.linked(run.id, damaged))
+    tables = show.show_tables(run, store.linked(run.id))
+    # a paired run that cannot be read: this one is shown without it, which is said, and it ends ok
+    damaged = store.take_left_out()
     files: list[str] = []
     if format is Format.table:
         tables, files = show.paths_apart(tables)

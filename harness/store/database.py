@@ -23,7 +23,7 @@ from sqlalchemy.pool import QueuePool
 
 from harness.core import signals
 from harness.core.errors import HarnessError, first_line, os_reason
-from harness.store import dbfaults, migrations, stored_check
+from harness.store import dbfaults, leaving, migrations, stored_check
 from harness.store.location import describe_url, in_memory, missing_database, resolve_url, sqlite_file
 from harness.store.schema import (
     OUR_TABLES,
@@ -131,6 +131,10 @@ class Database:
         refuse_target(self.url)
         self.engine: Engine = self._engine()
         stored_check.WHERE[self.engine] = self.where  # a damaged row read back is said with its database
+        # the runs reads over several runs left out, each with its line (None: none is, a damaged run
+        # refuses the read); and the runs asked for by name (get), which refuse it wherever they are read
+        self.left_out: dict[str, str] | None = leaving.collector()
+        self.asked: set[str] = set()
         if not readonly and self.file is not None and not self.file.exists():
             self._refuse_folder()  # SQLite would say only "unable to open database file"
         self._guard(self._check_schema)
@@ -140,6 +144,30 @@ class Database:
             except HarnessError:
                 self._refuse_folder()
                 raise
+
+    def leave_out(self, damaged: dict[Any, stored_check.DamagedRow]) -> set[Any]:
+        """The runs of `damaged` (found by a read over several runs, each with its line), left out of it:
+        put in `left_out` for the command to say; a run asked for by name, or any where nothing collects
+        them, refuses the read."""
+        for run_id, refused in damaged.items():
+            if self.left_out is None or run_id in self.asked:
+                raise refused
+        for run_id, refused in damaged.items():
+            self.left_out.setdefault(str(run_id), str(refused))
+        return set(damaged)
+
+    def sound(self, rows: list[Any], damaged: dict[Any, stored_check.DamagedRow]) -> list[Any]:
+        """Rows whose first value is their run's id, those of the runs of `damaged` left out (leave_out)."""
+        gone = self.leave_out(damaged)
+        return [row for row in rows if row[0] not in gone] if gone else rows
+
+    def take_left_out(self) -> list[str]:
+        """The lines of the runs left out so far, now said by the caller (nothing else says them)."""
+        if not self.left_out:
+            return []
+        lines = list(self.left_out.values())
+        self.left_out.clear()
+        return lines
 
     # --- opening ---------------------------------------------------------------------------------------
 

@@ -18,6 +18,8 @@ An embedded SQLite file by default; any SQLAlchemy URL through `--db` or `HARNES
   `harness-unsaved-<run-id>.json` (harness.store.unsaved) and `save` raises UnsavedRun saying where.
   `import_file` stores such a file, every field checked (harness.store.unsaved_check); a stored run is
   replaced only when asked (`replace`), and importing the same file again writes nothing.
+- A row changed outside the harness is refused in one line as it is read (harness.store.stored_check); a
+  command's read over several runs leaves such a run out and says it after (harness.store.leaving).
 """
 
 from __future__ import annotations

@@ -319,7 +319,11 @@ class RunsPart(Database):
         return f"no run matches {given} ({held}; `harness runs` lists them)"
 
     def get(self, run_id: str) -> Run:
-        return self._guard(lambda: self._get(run_id))
+        """The run `run_id` names: asked for by name, so that a read over several runs that finds it damaged
+        refuses, where it leaves out others."""
+        run = self._guard(lambda: self._get(run_id))
+        self.asked.add(run.id)
+        return run
 
     def _get(self, run_id: str) -> Run:
         if not run_id.strip():  # an empty prefix would name every run, or the only one (`show "$UNSET"`)
@@ -379,13 +383,15 @@ class RunsPart(Database):
                         return run
             return None
 
-        return self._guard(read)
+        run = self._guard(read)
+        if run is not None:
+            self.asked.add(run.id)
+        return run
 
-    def linked(self, run_id: str, damaged: list[str] | None = None) -> list[Run]:
-        """The runs paired with `run_id`: its baseline, and the profiled runs with it as their baseline. With
-        `damaged`, one whose row fails its check is left out and its line put there (as `runs` does)."""
-        left_out: dict[Any, str] = {}
-        options = {stored_check.LEFT_OUT: left_out} if damaged is not None else {}
+    def linked(self, run_id: str) -> list[Run]:
+        """The runs paired with `run_id`: its baseline, and the profiled runs with it as their baseline; one
+        whose row or steps fail their check is left out (Database.leave_out)."""
+        left_out: dict[Any, stored_check.DamagedRow] = {}
         with Session(self.engine, expire_on_commit=False) as session:
             run = session.get(Run, run_id)
             if run is None:
@@ -395,14 +401,14 @@ class RunsPart(Database):
                 .where((Run.id == run.baseline_run_id) | (Run.baseline_run_id == run_id))
                 .order_by(Run.created_at)
             )
-            found = [
-                r for r in session.scalars(stmt, execution_options=options).all() if r.id not in left_out
-            ]
-            if damaged is not None:
-                damaged += left_out.values()
+            found = session.scalars(stmt, execution_options={stored_check.LEFT_OUT: left_out}).all()
             for r in found:
-                r.step_timings  # noqa: B018  (load before the session closes)
-            return found
+                try:
+                    r.step_timings  # noqa: B018  (load before the session closes)
+                except stored_check.DamagedRow as e:
+                    left_out.setdefault(r.id, e)
+        gone = self.leave_out(left_out)
+        return [r for r in found if r.id not in gone]
 
     def made_together(
         self, *, device_name: str, model: str, mode: str, precision: str, batch_size: int, last: int = 500
@@ -448,11 +454,9 @@ class RunsPart(Database):
         experiment: str | None = None,
         ids: list[str] | None = None,
         last: int | None = None,
-        damaged: list[str] | None = None,
     ) -> pd.DataFrame:
-        """One row per run, newest last, with per-phase mean/std (ns) as columns. With `damaged`, a run whose
-        row fails its check (harness.store.stored_check) is left out and its line put there (those among the
-        `last`), where without it the whole list is refused with that line."""
+        """One row per run, newest last, with per-phase mean/std (ns) as columns; a run whose row fails its
+        check (harness.store.stored_check) is left out (Database.leave_out), if among the `last`."""
         import pandas as pd
 
         stmt = select(Run).order_by(Run.created_at)
@@ -467,20 +471,18 @@ class RunsPart(Database):
         if ids:
             stmt = stmt.where(Run.id.in_(ids))
 
-        left_out: dict[Any, str] = {}  # the runs stored_check leaves out as it loads them, and their lines
-        options = {stored_check.LEFT_OUT: left_out} if damaged is not None else {}
+        left_out: dict[Any, stored_check.DamagedRow] = {}  # the runs stored_check leaves out as it loads them
 
-        def read() -> list[dict[str, Any] | str]:
+        def read() -> list[tuple[str, dict[str, Any] | None]]:
             left_out.clear()  # a busy database is read again
             with Session(self.engine) as session:
-                found = session.scalars(stmt, execution_options=options).all()
-                return [left_out.get(r.id) or run_row(r) for r in found]
+                found = session.scalars(stmt, execution_options={stored_check.LEFT_OUT: left_out}).all()
+                return [(r.id, None if r.id in left_out else run_row(r)) for r in found]
 
         rows = self._guard(read)
         rows = rows[-last:] if last is not None else rows  # a damaged run takes its place among the last
-        if damaged is not None:
-            damaged += [r for r in rows if isinstance(r, str)]
-        df = pd.DataFrame.from_records([r for r in rows if isinstance(r, dict)], columns=RUN_COLUMNS)
+        self.leave_out({i: left_out[i] for i, row in rows if row is None})
+        df = pd.DataFrame.from_records([row for _, row in rows if row is not None], columns=RUN_COLUMNS)
         for col in WHOLE_COLUMNS:  # counts stay whole where another row has none (pandas' float64 would not)
             df[col] = whole(df[col])
         return df

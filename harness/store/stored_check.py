@@ -44,8 +44,8 @@ PHASE_FIGURES = ("mean_ns", "std_ns", "median_ns")
 
 
 WHERE: WeakKeyDictionary[Any, str] = WeakKeyDictionary()  # each engine's database as people read it
-# a query's execution option: {run id: its line} that takes the runs whose rows fail their check, left for
-# the query's reader to leave out, where a list of runs reads on past them (`harness runs`)
+# a query's execution option: {run id: its DamagedRow} that takes the runs whose rows fail their check, left
+# for the query's reader to leave out (Database.leave_out)
 LEFT_OUT = "harness_left_out"
 
 
@@ -140,9 +140,13 @@ def check_step(step: Any, phase: Any, duration_ns: Any, warmup: Any, rank: Any) 
         fields.whole(rank, f"{where}: rank")
 
 
-def check_blocks(where: str, rows: list[Any]) -> None:
-    """Rows of BLOCK_COLUMNS (run_id, step, layer, block, phase, duration_ns, calls, source)."""
+def check_blocks(where: str, rows: list[Any]) -> dict[Any, DamagedRow]:
+    """Rows of BLOCK_COLUMNS (run_id, step, layer, block, phase, duration_ns, calls, source): the runs with a
+    damaged one, each with the first one's line."""
+    damaged: dict[Any, DamagedRow] = {}
     for run_id, step, layer, block, phase, duration_ns, calls, source in rows:
+        if run_id in damaged:
+            continue
         try:
             fields.whole(step, "block_timings: step")
             here = f"block_timings: step {step}"
@@ -153,7 +157,8 @@ def check_blocks(where: str, rows: list[Any]) -> None:
             fields.whole(duration_ns, f"{here}: {block}", -fields.MAX_NS, fields.MAX_NS)
             fields.whole(calls, f"{here}: calls of {block}")
         except fields.Damaged as e:
-            raise _refused(where, run_id, e) from None
+            damaged[run_id] = _refused(where, run_id, e)
+    return damaged
 
 
 def check_agreement(phase: Any, steps: Any, *figures: Any) -> None:
@@ -169,9 +174,9 @@ def check_agreement(phase: Any, steps: Any, *figures: Any) -> None:
             raise fields.Damaged(f"{where}: {name} is {value}, past {fields.MAX_NS} ns")
 
 
-def check_agreements(where: str, rows: list[Any]) -> None:
-    """Rows of (run_id, *AGREEMENT_COLUMNS) as TimingsPart reads them."""
-    _each_row(where, rows, check_agreement)
+def check_agreements(where: str, rows: list[Any]) -> dict[Any, DamagedRow]:
+    """Rows of (run_id, *AGREEMENT_COLUMNS) as TimingsPart reads them: the runs with a damaged one."""
+    return _each_row(where, rows, check_agreement)
 
 
 ATTENTION_COUNTS = {"batch_size": 1, "num_heads": 1, "head_dim": 1, "seq_len": 1, "warmup": 0, "trials": 1}
@@ -228,18 +233,24 @@ def check_tagged(where: str, name: str, run_id: str, created: Any, when: Any) ->
         )
 
 
-def check_steps(where: str, rows: list[Any]) -> None:
-    """Rows of (run_id, step, phase, duration_ns, warmup, rank) as TimingsPart reads them."""
-    _each_row(where, rows, check_step)
+def check_steps(where: str, rows: list[Any]) -> dict[Any, DamagedRow]:
+    """Rows of (run_id, step, phase, duration_ns, warmup, rank) as TimingsPart reads them: the runs with a
+    damaged one."""
+    return _each_row(where, rows, check_step)
 
 
-def _each_row(where: str, rows: list[Any], check: Callable[..., None]) -> None:
-    """`check` of each row's values after its run id; a damaged one refused, naming its run."""
+def _each_row(where: str, rows: list[Any], check: Callable[..., None]) -> dict[Any, DamagedRow]:
+    """`check` of each row's values after its run id: the runs with a row that fails it, each with the first
+    one's line naming the run."""
+    damaged: dict[Any, DamagedRow] = {}
     for run_id, *values in rows:
+        if run_id in damaged:
+            continue
         try:
             check(*values)
         except fields.Damaged as e:
-            raise _refused(where, run_id, e) from None
+            damaged[run_id] = _refused(where, run_id, e)
+    return damaged
 
 
 def _where(context: QueryContext) -> str:
@@ -264,7 +275,7 @@ def _run_loaded(run: Run, context: QueryContext | None) -> None:
         left_out = context.execution_options.get(LEFT_OUT)
         if left_out is None:
             raise refused from None
-        left_out[run.id] = str(refused)
+        left_out[run.id] = refused
 
 
 @event.listens_for(StepTiming, "load")

@@ -38,7 +38,7 @@ class TimingsPart(Database):
         if run_ids is not None:
             stmt = stmt.where(StepTiming.run_id.in_(run_ids))
         rows = self._guard(lambda: self._rows(stmt))
-        stored_check.check_steps(f"results database {self.where}", rows)
+        rows = self.sound(rows, stored_check.check_steps(f"results database {self.where}", rows))
         return pd.DataFrame(rows, columns=["run_id", "step", "phase", "duration_ns", "warmup", "rank"])
 
     def agreement(self, run_ids: list[str] | None = None) -> pd.DataFrame:
@@ -49,7 +49,7 @@ class TimingsPart(Database):
         if run_ids is not None:
             stmt = stmt.where(Agreement.run_id.in_(run_ids))
         rows = self._guard(lambda: self._rows(stmt))
-        stored_check.check_agreements(f"results database {self.where}", rows)
+        rows = self.sound(rows, stored_check.check_agreements(f"results database {self.where}", rows))
         return pd.DataFrame(rows, columns=["run_id", *cols])
 
     def save_blocks(self, run_id: str, blocks: pd.DataFrame, source: str) -> None:
@@ -75,7 +75,7 @@ class TimingsPart(Database):
         if run_ids is not None:
             stmt = stmt.where(BlockTiming.run_id.in_(run_ids))
         rows = self._guard(lambda: self._rows(stmt))
-        stored_check.check_blocks(f"results database {self.where}", rows)
+        rows = self.sound(rows, stored_check.check_blocks(f"results database {self.where}", rows))
         df = pd.DataFrame(rows, columns=BLOCK_COLUMNS)
         df["layer"] = df["layer"].astype("Int64")
         return df
