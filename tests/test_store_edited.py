@@ -86,7 +86,17 @@ COLUMN_EDITS = {
     "config = json_set(config, '$.compile', 'x')": "config.compile is 'x', not true or false",
     "config = json_set(config, '$.cuda_graphs', 1)": "config.cuda_graphs is 1, not true or false",
 }
-EDITS.update({edit: (ONE.format(edit), said) for edit, said in COLUMN_EDITS.items()})
+# a field of a run's environment as `harness import` refuses it in a file (`show` listed it as stored)
+ENV_EDITS = {
+    "env = json_set(env, '$.host', json('[1]'))": "env.host is [1], not text",
+    "env = json_set(env, '$.host', json('null'))": "env.host is None, not text",
+    "env = json_set(env, '$.torch', 2.1)": "env.torch is 2.1, not text",
+    "env = json_set(env, '$.platform', 'L' || char(27) || '[2J')": "env.platform is 'L\\x1b[2J': it holds",
+    "env = json_set(env, '$.cpu_threads', 'x')": "env.cpu_threads is 'x', not a whole number",
+    "env = json_set(env, '$.cpu_threads', 0)": "env.cpu_threads is 0, outside 1..",
+    "env = json_set(env, '$.gpu', 'x')": "env holds fields the harness does not write: 'gpu'",
+}
+EDITS.update({edit: (ONE.format(edit), said) for edit, said in {**COLUMN_EDITS, **ENV_EDITS}.items()})
 COMMANDS = [["runs"], ["show", "a-1"], ["diff", "a-1", "b-1"], ["dashboard", "-o", "OUT"], ["health", "a-1"]]
 
 
@@ -153,6 +163,10 @@ def test_the_words_and_switches_the_harness_writes_are_read(stored: Path, tmp_pa
         ONE.format("profiler = 'nsys', nsys_mode = 'full', energy_method = 'counter+power', compile = 1"),
         ONE.format("experiment = 'sweep-1', nsys_rep = '/r/a-1.nsys-rep', error = NULL"),
         ONE.format("config = json_set(config, '$.compile', json('true'))"),
+        ONE.format(  # a GPU's machine, without git or a driver NVML could read
+            "env = json_set(env, '$.git_commit', json('null'), '$.device_name', 'NVIDIA H200', "
+            "'$.cuda', '12.8', '$.cudnn', 91002, '$.driver', json('null'))"
+        ),
     )
     result = runner.invoke(app, ["runs", "--db", str(db), "--format", "json"])
     assert result.exit_code == 0, result.output
@@ -162,6 +176,8 @@ def test_the_words_and_switches_the_harness_writes_are_read(stored: Path, tmp_pa
     shown = runner.invoke(app, ["show", "a-1", "--db", str(db), "--format", "json"])
     assert shown.exit_code == 0 and shown.stderr == "", shown.output
     assert json.loads(shown.stdout)["run"]["profiler"] == "nsys (full)"
+    run = json.loads(shown.stdout)["run"]
+    assert (run["env.cudnn"], run["env.driver"], run["env.device_name"]) == (91002, None, "NVIDIA H200")
 
 
 def test_runs_lists_the_runs_it_can_read_and_names_each_it_cannot(stored: Path, tmp_path: Path) -> None:
@@ -447,3 +463,19 @@ def test_a_command_naming_the_damaged_run_refuses_in_its_line(
     assert result.stderr.startswith(f"error: results database {db}: run 'c-1' is damaged ({field})")
     assert result.stderr.count("\n") == 1 and result.stdout == "", result.output
     assert not (tmp_path / "page.html").exists()
+
+
+def test_compare_compile_passes_over_an_eager_run_whose_steps_are_damaged(
+    several: Path, tmp_path: Path
+) -> None:
+    """a-1, the newest eager run, its steps damaged: c-1, the eager run before it, is b-1's baseline, not
+    a-1 with no steps (then no configuration had both an eager and a compiled run); a-1's line after, exit
+    1."""
+    db = edited(several, tmp_path, "update step_timings set duration_ns = 'x' where run_id = 'a-1'")
+    result = runner.invoke(app, ["compare-compile", "--format", "json", "--db", str(db)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert {(r["eager run"], r["compiled run"]) for r in json.loads(result.stdout)} == {("c-1", "b-1")}
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert [line for line in lines if "damaged" in line] == lines[-1:], lines
+    said = "run 'a-1' is damaged (step_timings: step 0: forward is 'x', not a whole number)"
+    assert lines[-1].startswith(f"error: results database {db}: {said}"), lines

@@ -107,8 +107,9 @@ def compile_table(
     baseline: str | None = None,
 ) -> pd.DataFrame:
     """analysis.compare.compile.compile_comparison over the stored runs (of one model / device); `baseline`
-    names the eager run to compare with (a unique prefix will do). The lines saying which eager run is the
-    baseline, whether the compiled run found Inductor's cache warm and how to read the table are in
+    names the eager run to compare with (a unique prefix will do); a run whose steps the store leaves out
+    (damaged: harness.store.leaving) is passed over for the one before it. The lines saying which eager run
+    is the baseline, whether the compiled run found Inductor's cache warm and how to read the table are in
     `table.attrs["notes"]`."""
 
     if baseline is not None:
@@ -126,6 +127,9 @@ def compile_table(
         import pandas as pd
 
         steps = pd.DataFrame(columns=["run_id", "step", "phase", "duration_ns", "warmup"])
+    # a run whose steps the store left out as damaged is no side of a pair: the one before it is taken (the
+    # command names the damaged one after its table)
+    runs = runs[~runs["run_id"].isin(list(store.left_out or {}))]
     table = compile_comparison(runs, steps, baseline)
     if baseline is not None and table.empty:
         raise UsageError(f"--baseline {baseline}: no compiled run of the same configuration to compare with")

@@ -54,7 +54,8 @@ class DamagedRow(HarnessError):
 
 
 def check_run(run: Run) -> None:
-    """The columns and JSON of a run's row, as `runs`, `show`, `diff` and the dashboard read them."""
+    """The columns and JSON of a run's row, as `runs`, `show`, `diff` and the dashboard read them; its
+    environment each field as `harness import` takes it (unsaved_check.check_env: `show` lists them)."""
     if not isinstance(run.created_at, datetime):
         raise fields.Damaged(f"created_at is {run.created_at!r}, not a time")
     for name in TEXT:
@@ -89,7 +90,7 @@ def check_run(run: Run) -> None:
     if config.get("new_tokens") is not None:
         fields.whole(config["new_tokens"], "config.new_tokens", 1)
     fields.mapping(run.model_info, "model_info")
-    fields.mapping(run.env, "env")
+    check.check_env(fields.mapping(run.env, "env"))
     for name in ("artifacts", "advice"):
         if getattr(run, name) is not None:
             fields.mapping(getattr(run, name), name)
