@@ -5,7 +5,8 @@ KeyboardInterrupt too, so one `except KeyboardInterrupt` stores an interrupted r
 
 A signal ignored when the harness started (SIGINT of a background job started by a shell that is not
 interactive, or of `nohup`; a `trap '' TERM`) stays ignored: no block here takes it, so it is neither
-raised nor held nor passed on to a child, and the children inherit it ignored (harness.execution.supervisor).
+raised nor held nor passed on to a child; a SIGINT ignored is ignored in the children too
+(harness.execution.supervisor).
 """
 
 from __future__ import annotations
@@ -175,10 +176,8 @@ def deferred(take_over: bool = False) -> Iterator[list[int]]:
         del _HOLDING[next(i for i, h in enumerate(_HOLDING) if h is held)]  # itself, not an equal list
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if held:
-            _act(
-                held[0], previous.get(held[0], signal.getsignal(held[0]))
-            )  # one taken over, ignored now: dropped
+        if held:  # one taken over from a block around it and ignored since: acted on as ignored (dropped)
+            _act(held[0], previous.get(held[0], signal.getsignal(held[0])))
 
 
 def hand_on(sig: int) -> None:

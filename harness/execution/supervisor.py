@@ -13,7 +13,7 @@
   SIGINT (Ctrl-C twice), it kills everything that is left;
 - leaves SIGINT and SIGHUP ignored where the harness was started with them ignored (a background job,
   `nohup`): COMMAND inherits them ignored. SIGTERM it always takes: the harness stops a hung rank with it,
-  and the kernel sends it when the harness dies; one the harness was started ignoring it is never sent;
+  and the kernel sends it when the harness dies (a harness ignoring SIGTERM passes none on);
 - when COMMAND is done, ends what it left behind (SIGTERM, then after GRACE_S SIGKILL: the program nsys
   told to stop may still be writing its result when nsys exits), and if the harness is gone removes the
   folders given with --cleanup (the harness's temporary folders: nobody else will).
