@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -304,3 +306,13 @@ def series_maps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         pd.Series, "map", lambda self, *a, **k: lengths.append(len(self)) or series_map(self, *a, **k)
     )
     return lengths
+
+
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raising KeyboardInterrupt, as Python sets it up in a foreground process. pytest started as a
+    background job (`make test &`, nohup, some CI runners) inherits SIGINT ignored, and Python leaves it
+    so, as does the harness: a test that sends this process SIGINT to stop what it runs takes this."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -19,9 +19,17 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def start(args: list[str], cwd: Path, mark: str, **env: str) -> subprocess.Popen[bytes]:
+def ignore_sigint() -> None:
+    # as a shell that is not interactive starts a background job, and as `nohup` does
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start(
+    args: list[str], cwd: Path, mark: str, sigint: Callable[[], None] = default_sigint, **env: str
+) -> subprocess.Popen[bytes]:
     """`python -m harness ARGS` in a session of its own (like a terminal's foreground job), output to files;
-    it and everything it starts carry `mark` in their environment."""
+    it and everything it starts carry `mark` in their environment. `sigint` sets SIGINT up in it before it
+    starts (`ignore_sigint`: a background job)."""
     full = {**os.environ, "PYTHONPATH": str(REPO), MARK: mark, **env}
     return subprocess.Popen(
         [sys.executable, "-m", "harness", *args],
@@ -31,12 +39,20 @@ def start(args: list[str], cwd: Path, mark: str, **env: str) -> subprocess.Popen
         stdout=(cwd / "stdout.txt").open("wb"),
         stderr=(cwd / "stderr.txt").open("wb"),
         start_new_session=True,
-        preexec_fn=default_sigint,
+        preexec_fn=sigint,
     )
 
 
 def output(cwd: Path) -> str:
     return (cwd / "stdout.txt").read_text() + (cwd / "stderr.txt").read_text()
+
+
+def ignores(pid: int, sig: int) -> bool:
+    """Whether process `pid` ignores `sig` (its SigIgn in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    raise AssertionError(f"no SigIgn in /proc/{pid}/status")
 
 
 def marked(mark: str) -> list[str]:

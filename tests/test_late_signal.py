@@ -260,6 +260,7 @@ def test_run_ranks_hands_on_a_signal_that_came_as_every_rank_ended(monkeypatch: 
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.usefixtures("sigint_raises")
 def test_run_across_ranks_stores_a_run_every_rank_finished_as_a_signal_came(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int
 ) -> None:
@@ -297,6 +298,7 @@ def signal_once_ranks_wrote(monkeypatch: pytest.MonkeyPatch, sig: int) -> list[i
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.usefixtures("sigint_raises")
 def test_real_ranks_that_wrote_their_results_as_a_signal_came_are_stored_ok(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int
 ) -> None:

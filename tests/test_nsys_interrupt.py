@@ -14,7 +14,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -95,15 +95,6 @@ print(f"Generated:\\n    {{rep}}\\n    {{sqlite}}")
     )
     fake.chmod(0o755)
     return fake
-
-
-@pytest.fixture
-def sigint_raises() -> Iterator[None]:
-    """SIGINT raising KeyboardInterrupt, as in a foreground process (pytest run as a background job inherits
-    it ignored)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
 
 
 def signal_then_finish(folder: Path, sig: int, held: threading.Event) -> threading.Thread:

@@ -853,6 +853,7 @@ class LateSignal(Machine):
         return result
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_ctrl_c_as_a_round_ends_keeps_the_round_and_judges_no_change_on_it(tmp_db: str) -> None:
     """Ctrl-C held while a round was stored ended optimize with "interrupted by SIGINT before the command
     finished" and none of its table; the change measured so far is shown, not judged, and not kept."""
@@ -869,6 +870,7 @@ def test_ctrl_c_as_a_round_ends_keeps_the_round_and_judges_no_change_on_it(tmp_d
     assert sorted(store.runs(experiment=done.experiment)["status"]) == ["ok", "ok", "ok"]
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_ctrl_c_as_a_kept_changes_capture_ends_keeps_the_change(tmp_db: str) -> None:
     """The change was judged faster over its rounds, then Ctrl-C came as its own capture ended: the change
     is kept in the final configuration and its capture stored."""

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -208,17 +207,6 @@ def test_killed_parent_takes_its_children_and_temporary_folder(tmp_path: Path) -
     wait_until(lambda: not folder.exists(), 10, "the temporary folder to be removed")
 
 
-@pytest.fixture
-def sigint_raises() -> Iterator[None]:
-    """SIGINT raising KeyboardInterrupt, as Python sets it up in a foreground process. pytest started as a
-    background job (`make test &`, nohup, some CI runners) inherits SIGINT ignored, and Python leaves it
-    so: in the whole suite run that way, a test that counted on KeyboardInterrupt saw none ("DID NOT
-    RAISE"), while the same test run alone from a terminal passed."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 @pytest.mark.usefixtures("sigint_raises")
 def test_signals_held_back_during_a_save_arrive_after_it() -> None:
     import threading
@@ -240,20 +228,75 @@ def test_signals_held_back_during_a_save_arrive_after_it() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_a_signal_ignored_before_a_save_stays_ignored_after_it() -> None:
-    """A harness started as a background job has SIGINT ignored: a Ctrl-C held back during a save is not
-    raised after it either."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_signal_ignored_before_a_save_is_not_held_and_stays_ignored(sig: int) -> None:
+    """A harness started as a background job has SIGINT ignored (`trap '' TERM`: SIGTERM): a block that
+    holds signals leaves it ignored, holds none that comes, and raises nothing after it."""
     from harness.core.signals import deferred
 
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = signal.signal(sig, signal.SIG_IGN)
     try:
         with deferred() as held:
-            os.kill(os.getpid(), signal.SIGINT)
+            assert signal.getsignal(sig) is signal.SIG_IGN
+            os.kill(os.getpid(), sig)
+            with deferred(take_over=True) as inner:  # as the supervisor's, passing on what it takes
+                os.kill(os.getpid(), sig)
             reached = True
-        assert reached and held == [signal.SIGINT]  # held during the block, then dropped as ignored
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert reached and held == [] and inner == []
+        assert signal.getsignal(sig) is signal.SIG_IGN
+    finally:
+        signal.signal(sig, previous)
+
+
+def test_an_ignored_sigterm_is_not_raised() -> None:
+    from harness.core.signals import sigterm_raises
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with sigterm_raises():
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+            signal.raise_signal(signal.SIGTERM)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_the_command_inherits_sigint_ignored() -> None:
+    """A harness ignoring SIGINT starts its supervisor and the command under it ignoring it too: Python
+    there sets up no KeyboardInterrupt, and a SIGINT sent to it does not stop it."""
+    code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        done = supervisor.run([sys.executable, "-c", code])
     finally:
         signal.signal(signal.SIGINT, previous)
+    assert (done.returncode, done.stdout) == (0, "True\n")
+
+
+@pytest.mark.slow
+def test_a_harness_started_ignoring_sigint_ignores_it(tmp_path: Path) -> None:
+    """`harness run --repeats` as a background job (SIGINT ignored) is not stopped by a SIGINT to its
+    process group (`kill -INT 0`, a Ctrl-C in the terminal meant for the foreground job): its runs go on and
+    end ok, and its worker ignores SIGINT too."""
+    from procs import ignore_sigint, ignores, logged_steps, output, start
+
+    from harness.store.results import ResultsStore
+
+    tmp, db, mark = tmp_path / "tmp", tmp_path / "r.sqlite", uuid.uuid4().hex
+    tmp.mkdir()
+    args = ["run", "char", "--device", "cpu", "--repeats", "2", "--steps", "8", "--warmup", "0", "-b", "1"]
+    proc = start([*args, "-t", "32", "--db", str(db)], tmp_path, mark, ignore_sigint, TMPDIR=str(tmp))
+    wait_until(lambda: logged_steps(tmp) >= 1, 300, "the first run to measure a step")
+    # the supervisor and the worker under it, which is midway through its 8 steps
+    under = [int(p.split()[0]) for p in marked(mark) if " -m harness.execution." in p]
+    ignoring = [ignores(pid, signal.SIGINT) for pid in under]
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(300) == 0, output(tmp_path)
+    assert ignoring == [True, True]
+    runs = ResultsStore(str(db), readonly=True).runs().to_dict("records")
+    assert [r["status"] for r in runs] == ["ok", "ok"]
+    assert "interrupted" not in output(tmp_path) and "Traceback" not in output(tmp_path)
+    assert marked(mark) == []
 
 
 def test_a_worker_raises_on_its_first_signal_only_and_an_ignored_one_stays_ignored() -> None:
@@ -277,6 +320,7 @@ def test_a_worker_raises_on_its_first_signal_only_and_an_ignored_one_stays_ignor
             signal.signal(sig, handler)
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_ctrl_c_is_never_raised_inside_the_wait_for_the_command(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -2,6 +2,11 @@
 
 Python turns SIGINT into KeyboardInterrupt; `sigterm_raises` makes SIGTERM raise `Terminated`, a
 KeyboardInterrupt too, so one `except KeyboardInterrupt` stores an interrupted run whichever signal came.
+
+A signal ignored when the harness started (SIGINT of a background job started by a shell that is not
+interactive, or of `nohup`; a `trap '' TERM`) stays ignored: no block here takes it, so it is neither
+raised nor held nor passed on to a child; a SIGINT ignored is ignored in the children too
+(harness.execution.supervisor).
 """
 
 from __future__ import annotations
@@ -67,13 +72,25 @@ def ended_by(returncode: int | None) -> int | None:
     return None
 
 
+def ignored(sig: int) -> bool:
+    """Whether `sig` is ignored (SIG_IGN) here: then it is left so, by every block here."""
+    try:
+        return signal.getsignal(sig) is signal.SIG_IGN
+    except ValueError:  # not a signal of this system
+        return False
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated()
 
 
 @contextlib.contextmanager
 def sigterm_raises() -> Iterator[None]:
-    """Within the block, SIGTERM raises Terminated in the main thread (elsewhere: left as it is)."""
+    """Within the block, SIGTERM raises Terminated in the main thread (elsewhere, or where it is ignored:
+    left as it is)."""
+    if ignored(signal.SIGTERM):
+        yield
+        return
     try:
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
     except ValueError:  # not the main thread
@@ -108,7 +125,7 @@ def first_raises() -> Iterator[None]:
     previous: dict[int, Any] = {}
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            if signal.getsignal(sig) is not signal.SIG_IGN:  # a background job's SIGINT stays ignored
+            if not ignored(sig):  # a background job's SIGINT stays ignored
                 previous[sig] = signal.signal(sig, first)
     except ValueError:  # not the main thread
         pass
@@ -132,6 +149,8 @@ def deferred(take_over: bool = False) -> Iterator[list[int]]:
     one that acts on them as they come: harness.execution.supervisor passes them on to the command it
     starts, so that one that came as a run was being set up reaches it.
 
+    A signal ignored before the block is not held: it stays ignored.
+
     Handlers, not a signal mask: a mask covers one thread, and torch or rich keep others that would take
     the signal instead."""
     held: list[int] = []
@@ -140,7 +159,9 @@ def deferred(take_over: bool = False) -> Iterator[list[int]]:
         held.append(signum)
 
     try:
-        previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {
+            sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM) if not ignored(sig)
+        }
     except ValueError:
         yield held
         return
@@ -155,8 +176,8 @@ def deferred(take_over: bool = False) -> Iterator[list[int]]:
         del _HOLDING[next(i for i, h in enumerate(_HOLDING) if h is held)]  # itself, not an equal list
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if held:
-            _act(held[0], previous[held[0]])
+        if held:  # one taken over from a block around it and ignored since: acted on as ignored (dropped)
+            _act(held[0], previous.get(held[0], signal.getsignal(held[0])))
 
 
 def hand_on(sig: int) -> None:

@@ -11,6 +11,9 @@
 - passes SIGINT and SIGTERM on to COMMAND (nsys then stops collecting, passes the signal to the program
   and writes its report; the worker keeps the steps it measured). GRACE_S after a SIGTERM, or at a second
   SIGINT (Ctrl-C twice), it kills everything that is left;
+- leaves SIGINT and SIGHUP ignored where the harness was started with them ignored (a background job,
+  `nohup`): COMMAND inherits them ignored. SIGTERM it always takes: the harness stops a hung rank with it,
+  and the kernel sends it when the harness dies (a harness ignoring SIGTERM passes none on);
 - when COMMAND is done, ends what it left behind (SIGTERM, then after GRACE_S SIGKILL: the program nsys
   told to stop may still be writing its result when nsys exits), and if the harness is gone removes the
   folders given with --cleanup (the harness's temporary folders: nobody else will).
@@ -379,7 +382,8 @@ class _Supervisor:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, self.on_signal)
+            if sig == signal.SIGTERM or not signals.ignored(sig):
+                signal.signal(sig, self.on_signal)
         self.check(None)  # the parent may have died before PR_SET_PDEATHSIG took hold
         if self.parent_gone:
             self.remove_folders()
