@@ -10,6 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.core.errors import UsageError
 from harness.experiments import attention
 from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep
 from harness.store.results import ResultsStore
@@ -198,6 +199,44 @@ def test_bad_arguments_are_one_line(tmp_db: str, args: list[str], message: str) 
     assert result.exit_code == 2
     lines = [line for line in result.output.strip().splitlines() if line.strip()]
     assert lines == [f"error: {message}"]
+
+
+def test_sizes_past_what_a_tensor_holds_are_refused_before_any_cell(tmp_db: str) -> None:
+    """q of 2^40 × 2^20 heads × 1,024 × 1,024 float32 is 2^82 bytes, a tensor torch does not make (Storage
+    size calculation overflowed): one line naming the sizes, exit 2, no cell run or stored."""
+    args = ["--batch", str(2**40), "--heads", str(2**20), "--head-dims", "1024", "--seq-lens", "16,1024"]
+    result = runner.invoke(
+        app, ["attention", "--device", "cpu", *args, "--warmup", "0", "--trials", "1"], catch_exceptions=False
+    )
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert lines == [
+        f"error: --batch {2**40} × --heads {2**20} × --seq-lens 1024 × --head-dims 1024 is too large: q, k "
+        f"and v would be 4.84e+24 bytes each (float32 as drawn), past the {2**63 - 1} a tensor can hold; "
+        "give smaller sizes"
+    ]
+    assert ResultsStore(tmp_db).attention_results().empty
+
+
+def test_a_cell_is_refused_where_a_tensor_it_makes_passes_int64_bytes() -> None:
+    """Sizes up to int64 bytes are measured (out of memory is a result); one byte more is refused: q, k and
+    v drawn in float32, and the seq_len² scores math and compiled hold in the precision."""
+    inputs = {"batch_size": 2**30, "num_heads": 2**30, "head_dims": (1,), "impls": ("sdpa",), "device": "cpu"}
+    attention.validate(AttentionConfig(**inputs, seq_lens=(1,)))  # 2^62 bytes each
+    with pytest.raises(UsageError, match=r"^--batch 1073741824 × --heads 1073741824 × --seq-lens 2 × "):
+        attention.validate(AttentionConfig(**inputs, seq_lens=(1, 2)))  # 2^63 bytes
+    s = 2**31 - 1  # s² × 2 bytes fits int64, s² × 4 does not
+    scores = {"batch_size": 1, "num_heads": 1, "head_dims": (64,), "seq_lens": (s,), "device": "cpu"}
+    attention.validate(AttentionConfig(**scores, impls=("sdpa",)))
+    attention.validate(AttentionConfig(**scores, impls=("math", "compiled"), precision="bf16"))
+    for impl in ("math", "compiled"):
+        with pytest.raises(UsageError) as refused:
+            attention.validate(AttentionConfig(**scores, impls=("sdpa", impl)))
+        assert str(refused.value) == (
+            f"--batch 1 × --heads 1 × --seq-lens {s} is too large for --impl {impl}: its {s}×{s} scores "
+            f"would be 1.84e+19 bytes (fp32), past the {2**63 - 1} a tensor can hold; give smaller sizes or "
+            "--impl sdpa"
+        )
 
 
 @pytest.mark.slow

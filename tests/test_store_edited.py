@@ -254,6 +254,7 @@ def test_a_block_or_baseline_row_edited_by_hand_is_one_line(
 
 AGREEMENT = "update agreement set {} where run_id = 'a-1' and phase = 'forward'"
 CELL = "update attention_results set {} where impl = 'math'"
+DASHBOARD = [["dashboard", "-o", "OUT"]]
 OTHER_ROWS = {
     # (the SQL, the commands that read the row, the row and field the line names)
     "a difference of text": (
@@ -298,6 +299,15 @@ OTHER_ROWS = {
         [["dashboard", "-o", "OUT"]],
         "attention sweep 'attn-1' is damaged (seq_len is 'long', not a whole number)",
     ),
+    # the sweep's environment, each field as a run's (`harness import` takes it so)
+    **{
+        f"a cell's {sql}": (CELL.format(sql), DASHBOARD, f"attention sweep 'attn-1' is damaged ({said})")
+        for sql, said in (
+            ("env = json_set(env, '$.torch', 5)", "env.torch is 5, not text"),
+            ("env = json_set(env, '$.cpu_threads', 'x')", "env.cpu_threads is 'x', not a whole number"),
+            ("env = '[1, 2'", "env is '[1, 2', not JSON"),
+        )
+    },
 }
 
 
@@ -306,6 +316,7 @@ def with_rows(stored: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The two runs, a-1 with its agreement with NVTX and one attention sweep, as the store writes them."""
     import pandas as pd
 
+    from harness.core import env
     from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep
     from harness.store.results import ResultsStore
     from harness.store.unsaved import AGREEMENT_COLUMNS
@@ -315,7 +326,8 @@ def with_rows(stored: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = ResultsStore(str(db))
     rows = [("forward", 3, 1.0e8, 1.0e8, 1.01e8, 1.0e8, -0.0099), ("backward", 3, 2e8, 2e8, 2e8, 2e8, 0.0)]
     store.save_agreement("a-1", pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS)))
-    sweep = AttentionSweep("attn-1", AttentionConfig(head_dims=(16,), seq_lens=(256,)), "cpu", "x86", "rss")
+    config = AttentionConfig(head_dims=(16,), seq_lens=(256,))
+    sweep = AttentionSweep("attn-1", config, "cpu", "x86", "rss", env.collect())  # a CPU's, as stored
     for impl in ("math", "sdpa"):
         store.save_attention(sweep, AttentionCell(impl, 16, 256, "ok", 1e5, 1e3, 2e5, 2e3, 2**20))
     store.engine.dispose()
@@ -469,13 +481,17 @@ def test_compare_compile_passes_over_an_eager_run_whose_steps_are_damaged(
     several: Path, tmp_path: Path
 ) -> None:
     """a-1, the newest eager run, its steps damaged: c-1, the eager run before it, is b-1's baseline, not
-    a-1 with no steps (then no configuration had both an eager and a compiled run); a-1's line after, exit
-    1."""
+    a-1 with no steps (then no configuration had both an eager and a compiled run); the note on the
+    baseline counts the sound eager runs and names a-1, passed over; a-1's line after, exit 1."""
     db = edited(several, tmp_path, "update step_timings set duration_ns = 'x' where run_id = 'a-1'")
     result = runner.invoke(app, ["compare-compile", "--format", "json", "--db", str(db)])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert {(r["eager run"], r["compiled run"]) for r in json.loads(result.stdout)} == {("c-1", "b-1")}
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert [line for line in lines if "damaged" in line] == lines[-1:], lines
+    assert [line for line in lines if line.startswith("error:")] == lines[-1:], lines
+    assert [line for line in lines if line.startswith("note: baseline:")] == [
+        "note: baseline: eager run c-1 (the only sound eager run of this configuration, a-1 passed over as "
+        "damaged); compiled run b-1"
+    ], lines
     said = "run 'a-1' is damaged (step_timings: step 0: forward is 'x', not a whole number)"
     assert lines[-1].startswith(f"error: results database {db}: {said}"), lines

@@ -88,27 +88,45 @@ def compile_pairs(runs: pd.DataFrame, baseline: str | None = None) -> list[tuple
     return pairs
 
 
-def baseline_choice(runs: pd.DataFrame, pairs: list[tuple[dict, dict]], baseline: str | None) -> list[str]:
-    """One line per pair: which eager run is the baseline, and why (named, or the newest of how many)."""
+def baseline_choice(
+    runs: pd.DataFrame,
+    pairs: list[tuple[dict, dict]],
+    baseline: str | None,
+    passed_over: pd.DataFrame | None = None,
+) -> list[str]:
+    """One line per pair: which eager run is the baseline, and why (named, or the newest of how many).
+    `passed_over`: rows cut from the frame `runs` was (its index their order) as damaged; those of a pair's
+    configuration are not counted, and the ones newer than its baseline are named."""
     ok = _ok(runs) if not runs.empty else runs
+    damaged = _ok(passed_over) if passed_over is not None and not passed_over.empty else ok.iloc[:0]
     lines = []
     for eager, compiled in pairs:
         if baseline is not None:
             why = "named by --baseline"
         else:
-            same = ok[~ok["compile"].astype(bool)]
-            for k in (*SAME_CONFIG, SETUP):
-                if k in same:
-                    v = eager.get(k)
-                    same = same[same[k].isna()] if v is None or v != v else same[same[k] == v]
-            n = len(same)
-            why = (
-                "the only eager run of this configuration"
-                if n == 1
-                else f"the newest of {n} eager runs of this configuration; --baseline RUN picks another"
-            )
+            n = len(_eager_like(ok, eager))
+            every = pd.concat([ok, damaged]).sort_index() if len(damaged) else ok
+            ids = list(_eager_like(every, eager)["run_id"])
+            newer = [i for i in ids[ids.index(eager["run_id"]) + 1 :] if i in set(damaged["run_id"])]
+            sound = " sound" if len(ids) > n else ""
+            why = f"the only{sound} eager run" if n == 1 else f"the newest of {n}{sound} eager runs"
+            why += " of this configuration"
+            if newer:
+                why += f", {', '.join(newer)} passed over as damaged"
+            if n > 1:
+                why += "; --baseline RUN picks another"
         lines.append(f"baseline: eager run {eager['run_id']} ({why}); compiled run {compiled['run_id']}")
     return lines
+
+
+def _eager_like(runs: pd.DataFrame, eager: dict) -> pd.DataFrame:
+    """The eager runs among `runs` of `eager`'s configuration (SAME_CONFIG and SETUP)."""
+    same = runs[~runs["compile"].astype(bool)]
+    for k in (*SAME_CONFIG, SETUP):
+        if k in same:
+            v = eager.get(k)
+            same = same[same[k].isna()] if v is None or v != v else same[same[k] == v]
+    return same
 
 
 def _figures(steps: pd.DataFrame, run_id: str, phases: tuple[str, ...]) -> RunSteady:

@@ -129,12 +129,13 @@ def compile_table(
         steps = pd.DataFrame(columns=["run_id", "step", "phase", "duration_ns", "warmup"])
     # a run whose steps the store left out as damaged is no side of a pair: the one before it is taken (the
     # command names the damaged one after its table)
-    runs = runs[~runs["run_id"].isin(list(store.left_out or {}))]
+    damaged = runs["run_id"].isin(list(store.left_out or {}))
+    passed_over, runs = runs[damaged], runs[~damaged]
     table = compile_comparison(runs, steps, baseline)
     if baseline is not None and table.empty:
         raise UsageError(f"--baseline {baseline}: no compiled run of the same configuration to compare with")
     pairs = compile_pairs(runs, baseline)
-    notes = baseline_choice(runs, pairs, baseline)
+    notes = baseline_choice(runs, pairs, baseline, passed_over)
     for _, compiled in pairs:
         cache = ((store.get(compiled["run_id"]).summary or {}).get("inductor_cache")) or {}
         notes.append(f"compiled run {compiled['run_id']}: {cache_note(cache)}")

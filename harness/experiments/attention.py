@@ -26,7 +26,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from harness.core import devices, env
-from harness.core.bounds import check_count
+from harness.core.bounds import INT64_MAX, check_count
 from harness.core.errors import UsageError, first_line
 from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, new_id
 from harness.execution.checks import check_positive
@@ -45,6 +45,10 @@ MEMORY_SOURCES = {
 }
 
 AttentionFn = Callable[[Any, Any, Any], Any]
+
+DRAWN_BYTES = 4  # q, k, v and the output gradient are drawn in float32, then cast to the precision
+ITEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+SCORES_IMPLS = ("math", "compiled")  # they hold the [batch, heads, seq_len, seq_len] scores in memory
 
 
 def _math(causal: bool) -> AttentionFn:
@@ -94,6 +98,29 @@ def validate(config: AttentionConfig) -> None:
                         *(("--head-dims", v) for v in config.head_dims),
                         *(("--seq-lens", v) for v in config.seq_lens)):  # fmt: skip
         check_count(name, value)
+    check_storage(config)
+
+
+def check_storage(config: AttentionConfig) -> None:
+    """UsageError where the largest cell's tensors would hold more bytes than a torch tensor can (int64):
+    torch refuses to make one ("Storage size calculation overflowed"), so no cell of that size is measured.
+    A size that fits int64 but not the device's memory is measured, and recorded as OOM."""
+    b, h, s, d = config.batch_size, config.num_heads, max(config.seq_lens), max(config.head_dims)
+    sizes = f"--batch {b} × --heads {h} × --seq-lens {s}"
+    inputs = b * h * s * d * DRAWN_BYTES
+    if inputs > INT64_MAX:
+        raise UsageError(
+            f"{sizes} × --head-dims {d} is too large: q, k and v would be {inputs:.3g} bytes each (float32 "
+            f"as drawn), past the {INT64_MAX} a tensor can hold; give smaller sizes"
+        )
+    scores = b * h * s * s * ITEM_BYTES[config.precision]
+    for impl in (i for i in config.impls if i in SCORES_IMPLS):
+        if scores > INT64_MAX:
+            raise UsageError(
+                f"{sizes} is too large for --impl {impl}: its {s}×{s} scores would be {scores:.3g} bytes "
+                f"({config.precision}), past the {INT64_MAX} a tensor can hold; give smaller sizes or "
+                "--impl sdpa"
+            )
 
 
 def run_attention_sweep(

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from harness.store import stored_check
 from harness.store.schema import (
     ATTENTION_CELL_COLUMNS,
+    ATTENTION_CHECKED,
     ATTENTION_COLUMNS,
     AttentionResult,
 )
@@ -48,9 +49,10 @@ class AttentionPart(Database):
         """Attention cells (one sweep, or all), oldest first, with ATTENTION_COLUMNS."""
         import pandas as pd
 
-        stmt = select(*(getattr(AttentionResult, c) for c in ATTENTION_COLUMNS)).order_by(AttentionResult.id)
+        stmt = select(*(getattr(AttentionResult, c) for c in ATTENTION_CHECKED)).order_by(AttentionResult.id)
         if sweep_id is not None:
             stmt = stmt.where(AttentionResult.sweep_id == sweep_id)
         rows = self._guard(lambda: self._rows(stmt))
         stored_check.check_cells(f"results database {self.where}", rows)
-        return pd.DataFrame(rows, columns=ATTENTION_COLUMNS)
+        shown = len(ATTENTION_COLUMNS)  # the env is checked, not shown
+        return pd.DataFrame([row[:shown] for row in rows], columns=ATTENTION_COLUMNS)

@@ -291,6 +291,8 @@ ATTENTION_COLUMNS = [
     *ATTENTION_CELL_COLUMNS,
     "memory_source",
 ]
+# what a cell's read checks (harness.store.stored_check.check_cell): its columns and the sweep's environment
+ATTENTION_CHECKED = [*ATTENTION_COLUMNS, "env"]
 
 
 class Baseline(Base):

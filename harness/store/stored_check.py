@@ -22,7 +22,7 @@ from harness.core.errors import HarnessError
 from harness.core.records import NSYS_MODES, PROGRAM_MODE
 from harness.store import fields
 from harness.store import unsaved_check as check
-from harness.store.schema import ATTENTION_COLUMNS, Agreement, Run, StepTiming
+from harness.store.schema import ATTENTION_CHECKED, Agreement, Run, StepTiming
 from harness.store.unsaved import AGREEMENT_COLUMNS
 from workloads.names import ATTENTION_IMPLS, ENERGY_METHODS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
 
@@ -185,8 +185,9 @@ ATTENTION_TIMES = ("forward_mean_ns", "forward_std_ns", "backward_mean_ns", "bac
 
 
 def check_cell(cell: dict[str, Any]) -> None:
-    """An attention cell (ATTENTION_COLUMNS) as `harness attention` stores it: its sizes and counts as the
-    command takes them, its times finite ns (a mean in every cell that ended ok), its peak bytes whole."""
+    """An attention cell (ATTENTION_COLUMNS and its env) as `harness attention` stores it: its sizes and
+    counts as the command takes them, its times finite ns (a mean in every cell that ended ok), its peak
+    bytes whole, its environment as a run's (unsaved_check.check_env)."""
     if not isinstance(cell["created_at"], datetime):
         raise fields.Damaged(f"created_at is {cell['created_at']!r}, not a time")
     for name in ("device", "device_name", "memory_source"):
@@ -210,12 +211,13 @@ def check_cell(cell: dict[str, Any]) -> None:
         fields.duration(cell["compile_ns"], f"{cell_at}: compile_ns")
     if cell["peak_memory_bytes"] is not None:
         fields.whole(cell["peak_memory_bytes"], f"{cell_at}: peak_memory_bytes")
+    check.check_env(fields.mapping(cell["env"], "env"))
 
 
 def check_cells(where: str, rows: list[Any]) -> None:
-    """Rows of ATTENTION_COLUMNS as AttentionPart reads them."""
+    """Rows of ATTENTION_CHECKED as AttentionPart reads them."""
     for row in rows:
-        cell = dict(zip(ATTENTION_COLUMNS, row, strict=True))
+        cell = dict(zip(ATTENTION_CHECKED, row, strict=True))
         try:
             fields.text(cell["sweep_id"], "sweep_id", plain=True)
             check_cell(cell)
