@@ -32,6 +32,7 @@ from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep,
 from harness.execution.checks import check_positive
 from harness.execution.timing import PhaseClock
 from harness.experiments.run_tables import figures
+from workloads.memory import COMPUTE_BYTES
 from workloads.names import ATTENTION_IMPLS, PRECISIONS
 
 if TYPE_CHECKING:
@@ -47,7 +48,6 @@ MEMORY_SOURCES = {
 AttentionFn = Callable[[Any, Any, Any], Any]
 
 DRAWN_BYTES = 4  # q, k, v and the output gradient are drawn in float32, then cast to the precision
-ITEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 SCORES_IMPLS = ("math", "compiled")  # they hold the [batch, heads, seq_len, seq_len] scores in memory
 
 
@@ -113,7 +113,7 @@ def check_storage(config: AttentionConfig) -> None:
             f"{sizes} × --head-dims {d} is too large: q, k and v would be {inputs:.3g} bytes each (float32 "
             f"as drawn), past the {INT64_MAX} a tensor can hold; give smaller sizes"
         )
-    scores = b * h * s * s * ITEM_BYTES[config.precision]
+    scores = b * h * s * s * COMPUTE_BYTES[config.precision]
     for impl in (i for i in config.impls if i in SCORES_IMPLS):
         if scores > INT64_MAX:
             raise UsageError(
