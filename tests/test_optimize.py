@@ -883,6 +883,7 @@ def test_ctrl_c_as_a_kept_changes_capture_ends_keeps_the_change(tmp_db: str) -> 
     assert len(store.runs(experiment=done.experiment)) == 6
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_optimize_stopped_as_a_round_ends_exits_130_after_its_table(
     tmp_db: str, monkeypatch: pytest.MonkeyPatch, nsys_bin: str
 ) -> None:
