@@ -306,8 +306,7 @@ def sweep_cmd(
                     unsaved.append(_save(store, pending, experiment=experiment))
                     results.append(pending)
                     pending = None
-                    late = came[0] if came else None
-                    came.clear()
+                    late = signals.taken(came)
                 if results[-1].status == "interrupted":  # stored, but not a point done
                     break
                 progress.advance(done + 1)

@@ -141,8 +141,8 @@ def first_raises() -> Iterator[None]:
 def deferred(take_over: bool = False) -> Iterator[list[int]]:
     """Hold SIGINT and SIGTERM back until the block is done (a save is never cut in half), then act on the
     first that came as its handler would have. Main thread only (elsewhere: nothing is held back). The
-    block gets the list of signals held so far: it may stop waiting when one came, and clear the list when
-    it has acted on the signal itself.
+    block gets the list of signals held so far: it may stop waiting when one came, and take the signal from
+    it (`taken`) to act on it itself.
 
     A block inside another holds for itself and hands what it did not act on to the one around it.
     `take_over`: the signals the blocks around it hold already are this block's too (taken from them), for
@@ -178,6 +178,14 @@ def deferred(take_over: bool = False) -> Iterator[list[int]]:
             signal.signal(sig, handler)
         if held:  # one taken over from a block around it and ignored since: acted on as ignored (dropped)
             _act(held[0], previous.get(held[0], signal.getsignal(held[0])))
+
+
+def taken(held: list[int]) -> int | None:
+    """The first signal a `deferred` block has held (its list), taken from it so that the block does not act
+    on it: for one that acts on it itself once its run is stored; None where none came."""
+    sig = held[0] if held else None
+    held.clear()
+    return sig
 
 
 def hand_on(sig: int) -> None:

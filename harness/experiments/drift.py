@@ -207,8 +207,7 @@ def repeat_runs(
                 pending, _ = run_baseline(config)
                 keep(pending)
                 pending = None
-                late = came[0] if came else None
-                came.clear()
+                late = signals.taken(came)
             if late is not None and results[-1].status != "interrupted":  # an interrupted run says its own
                 stopped = late
             if stopped is not None or results[-1].status != "ok":

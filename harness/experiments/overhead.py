@@ -132,8 +132,7 @@ def measure_overhead(
                     notes.extend(n for n in run_notes if n not in notes)
                     capture.save(store, result, experiment=experiment, baseline_run_id=baseline_id, **how)
                 made.append(result.run_id)
-                late = came[0] if came else None
-                came.clear()
+                late = signals.taken(came)
             if result.status == "interrupted":  # Ctrl-C or SIGTERM: no more rounds
                 stopped = signals.signal_in(result.error)
                 return f"{label} run {result.run_id} {result.error}; stored as interrupted"

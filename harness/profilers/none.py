@@ -59,8 +59,7 @@ class NoProfiler(Profiler):
             progress.stage(f"{config.nproc} ranks on this machine")
             with signals.deferred() as came:  # one that came as every rank ended: the run kept as it ended
                 result = run_ranks(config, on_steps=progress.advance)
-                late = came[0] if came else None
-                came.clear()
+                late = signals.taken(came)
         else:
             result = run_workload(config, progress=progress.advance, memory_dir=options.profile_dir)
         out = PlainRun(run_id=result.run_id, result=result)

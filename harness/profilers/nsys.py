@@ -223,8 +223,7 @@ def profile_run(
         with signals.deferred() as came:  # one that came as it ended all the same: no run under nsys after it
             baseline, _ = run_baseline(config)
             refusal = save_once(store, baseline, out.unsaved, experiment=experiment)  # a run of its own, once
-            late = came[0] if came else None
-            came.clear()
+            late = signals.taken(came)
         if baseline.status == "interrupted" or late is not None:
             kept = stored_as(baseline, [refusal])
             ended = f"as it ended {baseline.status}"

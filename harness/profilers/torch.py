@@ -108,8 +108,7 @@ def profile_run(
         result = run_isolated(
             config, run_id, profiler=options.worker_spec(trace), on_steps=steps, entry=torch_hook.__name__
         )
-        late = came[0] if came else None
-        came.clear()
+        late = signals.taken(came)
     out.result = result
     out.trace = trace if trace.exists() else None
     if out.trace is not None and result.status != "ok":
