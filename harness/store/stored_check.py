@@ -141,25 +141,24 @@ def check_step(step: Any, phase: Any, duration_ns: Any, warmup: Any, rank: Any) 
         fields.whole(rank, f"{where}: rank")
 
 
+def check_block(
+    step: Any, layer: Any, block: Any, phase: Any, duration_ns: Any, calls: Any, source: Any
+) -> None:
+    """A block's time in a step (BLOCK_COLUMNS after its run id) as --nvtx-detail stores it."""
+    fields.whole(step, "block_timings: step")
+    here = f"block_timings: step {step}"
+    if layer is not None:
+        fields.whole(layer, f"{here}: layer")
+    for name, value in (("block", block), ("phase", phase), ("source", source)):
+        fields.text(value, f"{here}: {name}")
+    fields.whole(duration_ns, f"{here}: {block}", -fields.MAX_NS, fields.MAX_NS)
+    fields.whole(calls, f"{here}: calls of {block}")
+
+
 def check_blocks(where: str, rows: list[Any]) -> dict[Any, DamagedRow]:
     """Rows of BLOCK_COLUMNS (run_id, step, layer, block, phase, duration_ns, calls, source): the runs with a
-    damaged one, each with the first one's line."""
-    damaged: dict[Any, DamagedRow] = {}
-    for run_id, step, layer, block, phase, duration_ns, calls, source in rows:
-        if run_id in damaged:
-            continue
-        try:
-            fields.whole(step, "block_timings: step")
-            here = f"block_timings: step {step}"
-            if layer is not None:
-                fields.whole(layer, f"{here}: layer")
-            for name, value in (("block", block), ("phase", phase), ("source", source)):
-                fields.text(value, f"{here}: {name}")
-            fields.whole(duration_ns, f"{here}: {block}", -fields.MAX_NS, fields.MAX_NS)
-            fields.whole(calls, f"{here}: calls of {block}")
-        except fields.Damaged as e:
-            damaged[run_id] = _refused(where, run_id, e)
-    return damaged
+    damaged one."""
+    return _each_row(where, rows, check_block)
 
 
 def check_agreement(phase: Any, steps: Any, *figures: Any) -> None:
