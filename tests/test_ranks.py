@@ -18,10 +18,12 @@ from analysis.ranks.ranks import (
     imbalance_table,
     one_rank_note,
     phase_rows,
+    phase_table,
     ranks_report,
     straggler_note,
     straggler_table,
     union_ns,
+    with_step_rows,
 )
 from analysis.trace.opening import open_trace
 from harness.cli import app
@@ -230,6 +232,24 @@ def test_imbalance_of_one_rank_is_an_empty_table_with_its_columns() -> None:
     assert one_rank_note(frame) == [ONE_RANK]
     two = pd.concat([frame, frame.assign(rank=1)], ignore_index=True)
     assert one_rank_note(two) == [] and len(imbalance_table(two)) == 2
+
+
+def test_one_rank_keeps_its_step_time_in_the_phase_table(cpu_export: Path) -> None:
+    """With one rank there is no imbalance table, where the step's mean was: the phase table has a `step`
+    row. An export's is its NVTX step ranges (36,428,924.1 ns per step, more than the sum of its phases);
+    in-process timers' is the sum of the step's phases (with_step_rows, as a stored run's). Several ranks
+    keep it in the imbalance table; a capture without phase ranges has no step to show."""
+    result = runner.invoke(app, ["ranks", str(cpu_export), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    step = [r for r in json.loads(result.stdout)["Phase time per rank"] if r["Phase"] == "step"]
+    assert [(r["Rank"], r["Steps"], r["Mean (ns)"]) for r in step] == [(0, 8, 36_428_924.1)]
+    rows = [(0, p, s, d) for s in range(3) for p, d in (("forward", 10_000_000), ("backward", 20_000_000))]
+    frame = pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"])
+    table = phase_table(with_step_rows(frame)).set_index("Phase")
+    assert list(table.index) == ["forward", "backward", "step"]
+    assert (table.loc["step", "Steps"], table.loc["step", "Mean (ns)"]) == (3, 30_000_000.0)
+    two = phase_table(with_step_rows(pd.concat([frame, frame.assign(rank=1)], ignore_index=True)))
+    assert "step" not in set(two["Phase"]) and len(two) == 4
 
 
 def test_a_page_that_cannot_be_written_is_one_line_naming_why(two_ranks: list[Path], tmp_path: Path) -> None:

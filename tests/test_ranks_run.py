@@ -166,7 +166,7 @@ def test_ranks_of_a_program_run_read_its_export(tmp_db: str, h100_captures: dict
     assert json.loads(by_run.stdout) == json.loads(by_export.stdout)
     doc = json.loads(by_run.stdout)
     assert not [title for title in doc if title.startswith("Imbalance")]  # one rank: compared with nothing
-    assert [row["Phase"] for row in doc["Phase time per rank"]] == ["prefill", "decode"]
+    assert [row["Phase"] for row in doc["Phase time per rank"]] == ["prefill", "decode", "step"]
     assert "run prog-1: its export (the run has no in-process timers)" in by_run.stderr
 
 

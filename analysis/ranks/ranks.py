@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
+from analysis.hta.gpu_events import merge
 from analysis.joins.nvtx_ranges import all_ranges, measured_steps, step_phases
 from analysis.readers.global_ids import pid_of
 from analysis.stats import round_half_up
@@ -91,16 +92,8 @@ def phase_rows(trace: Trace, phases: Sequence[str] | None = None, *, with_pid: b
 
 def union_ns(start: np.ndarray, end: np.ndarray) -> int:
     """Length of the union of the intervals [start, end)."""
-    if not len(start):
-        return 0
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    first = s[new]
-    last = np.maximum.reduceat(e, np.flatnonzero(new))
-    return int((last - first).sum())
+    lo, hi = merge(start, end)
+    return int((hi - lo).sum())
 
 
 NOT_TRACED = "CUDA not traced (no kernel data: a CPU run, or profiled without --trace=cuda)"
@@ -212,7 +205,10 @@ def communication_share(phases: pd.DataFrame) -> float:
 def phase_table(phases: pd.DataFrame) -> pd.DataFrame:
     """Per rank and phase (phases in step order): Rank, Phase, Steps, Mean (ns) (rounded half away from
     zero to one decimal, as nsys's Avg), Total (ns), Min (ns), Max (ns). `phases` has PHASE_COLUMNS (one row
-    per phase instance)."""
+    per phase instance). A `step` row stays where there is one rank only: with several, the step is in the
+    imbalance table."""
+    if phases["rank"].nunique() != 1:
+        phases = phases[phases["phase"] != STEP]
     m = per_rank_means(phases)
     order = {p: i for i, p in enumerate(_ordered(m["phase"]))}
     m = m.sort_values(["rank", "phase"], key=lambda s: s.map(order) if s.name == "phase" else s)
@@ -433,7 +429,7 @@ class RanksReport:
         return cls(
             phases=phases,
             gpu=gpu,
-            phase_times=phase_table(phases[phases["phase"] != STEP]),
+            phase_times=phase_table(phases),
             imbalance=imbalance_table(phases),
             per_rank=gpu_table(gpu, phases),
             labels=labels,

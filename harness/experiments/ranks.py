@@ -145,7 +145,7 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
     return RanksReport(
         phases=df,
         gpu=frame([]),
-        phase_times=phase_table(df),
+        phase_times=phase_table(with_step_rows(df)),  # one rank: its step's row (the sum of its phases)
         imbalance=imbalance_table(with_step_rows(df)),
         stragglers=stragglers,
         per_rank=per_rank(df),
