@@ -1,5 +1,5 @@
 """harness.execution.supervisor after SIGTERM: what is left is let finish while it works (nsys writing and
-exporting a big report), killed once idle or past the cap. The supervisor
+exporting a big report), killed once idle or past the cap, and at once at a second signal. The supervisor
 runs as a real process, its windows shortened by a stand-in for `python -m harness.execution.supervisor`."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -84,13 +85,18 @@ def supervise(
     return proc
 
 
-def test_a_command_working_past_the_grace_after_sigterm_finishes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("twice", [False, True], ids=["once", "twice-at-once"])
+def test_a_command_working_past_the_grace_after_sigterm_finishes(tmp_path: Path, twice: bool) -> None:
     """nsys told to stop writes and exports its report; a big one took longer than the fixed 120 s, and was
-    killed: the report lost. Working (CPU time), it is now let finish, its output kept."""
+    killed: the report lost. Working (CPU time), it is now let finish, its output kept. A SIGTERM sent
+    again at once (a stop sent to a whole cgroup reaches the supervisor directly and through the harness)
+    is the same request, not a second one."""
     mark = uuid.uuid4().hex
     grace = 1.5
     proc = supervise(tmp_path, mark, BUSY, str(3 * grace + 1), grace=grace)
     proc.send_signal(signal.SIGTERM)
+    if twice:
+        proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert (proc.returncode, out) == (0, "finished\n")
 
@@ -109,6 +115,20 @@ def test_a_command_working_without_end_is_killed_at_the_cap(tmp_path: Path) -> N
     proc = supervise(tmp_path, mark, BUSY, "300", grace=1.0, cap=3.0)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL and marked(mark) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c-twice", "sigterm-twice"])
+def test_a_second_signal_kills_at_once(tmp_path: Path, sig: int) -> None:
+    """A user (or systemd) insisting: the second signal, a moment after the first, kills everything left
+    without waiting out the grace (here longer than the test waits). SIGTERM twice waited it out."""
+    mark = uuid.uuid4().hex
+    proc = supervise(tmp_path, mark, HUNG, grace=600.0)
+    proc.send_signal(sig)
+    wait_until(lambda: (tmp_path / "got").exists(), 60, "the command to get the first signal")
+    time.sleep(supervisor.ECHO_S + 0.5)  # past the moment a repeat is taken for the same request
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL and marked(mark) == []
 
 

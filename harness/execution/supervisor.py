@@ -11,7 +11,7 @@
 - passes SIGINT and SIGTERM on to COMMAND (nsys then stops collecting, passes the signal to the program
   and writes and exports its report; the worker keeps the steps it measured). After a SIGTERM it kills
   everything left once that has done no work for GRACE_S (its CPU time, from /proc: `_Grace`), or CAP_S
-  after the signal; at a second SIGINT (Ctrl-C twice) at once;
+  after the signal; at a second SIGINT (Ctrl-C twice) or a second SIGTERM (someone insisting) at once;
 - leaves SIGINT and SIGHUP ignored where the harness was started with them ignored (a background job,
   `nohup`): COMMAND inherits them ignored. SIGTERM it always takes: the harness stops a hung rank with it,
   and the kernel sends it when the harness dies (a harness ignoring SIGTERM passes none on);
@@ -52,6 +52,9 @@ GRACE_S = 120.0
 IDLE_SHARE = 0.01
 CAP_S = 1800.0
 SAMPLE_S = 1.0  # how often the grace reads the tree's CPU time (all of /proc: ~2 ms per 100 processes)
+# a SIGTERM this soon after the one taken is no second one: a stop sent to every process of a cgroup reaches
+# the supervisor directly and again through the harness; the kernel sends one when the harness dies
+ECHO_S = 1.0
 LEFTOVER_WAIT_S = 3.0  # after COMMAND exits: time for what it started to exit by itself
 # what is kept of a command's output: its end (every reader wants a tail: the program's last lines, nsys's
 # closing lines); a program that prints gigabytes must not make the harness hold them all in memory, nor
@@ -348,15 +351,16 @@ class _Grace:
 class _Supervisor:
     def __init__(self, argv: list[str], cleanup: list[Path], parent: int) -> None:
         self.argv, self.cleanup, self.parent = argv, cleanup, parent
-        self.pending: list[int] = []
+        self.pending: list[tuple[int, float]] = []  # signal, when it came
         self.passed: int | None = None
         self.grace: _Grace | None = None  # running after a SIGTERM
-        self.kill = False  # Ctrl-C twice, or the grace over: everything is killed
+        self.kill = False  # a second signal: everything is killed
+        self.echo_until = 0.0  # a SIGTERM before then is no second one (ECHO_S)
         self.parent_gone = False
         self.waiting = False  # in waitpid: a signal handler raises _Wake to get out
 
     def on_signal(self, signum: int, frame: object) -> None:
-        self.pending.append(signum)
+        self.pending.append((signum, time.monotonic()))
         if self.waiting:
             raise _Wake()
 
@@ -386,16 +390,19 @@ class _Supervisor:
         now = time.monotonic()
         if not self.parent_gone and os.getppid() != self.parent:
             self.parent_gone = True
-            self.pending.append(signal.SIGTERM)
+            self.pending.append((signal.SIGTERM, now))
+            self.echo_until = now + ECHO_S  # the kernel's SIGTERM for it: the harness gone insists on nothing
         while self.pending:
-            sig = signal.SIGINT if self.pending.pop(0) == signal.SIGINT else signal.SIGTERM
+            came, at = self.pending.pop(0)
+            sig = signal.SIGINT if came == signal.SIGINT else signal.SIGTERM
             if self.passed is None or (sig == signal.SIGTERM and self.passed == signal.SIGINT):
                 self.passed = sig
                 if child is not None and child.poll() is None:
                     child.send_signal(sig)
                 if sig == signal.SIGTERM:
                     self.grace = _Grace(os.getpid(), now)
-            elif sig == signal.SIGINT:  # Ctrl-C twice: stop waiting
+                    self.echo_until = max(self.echo_until, at + ECHO_S)
+            elif sig == signal.SIGINT or at >= self.echo_until:  # Ctrl-C twice, SIGTERM again: stop waiting
                 self.kill = True
         if self.kill or (self.grace is not None and self.grace.over(now)):
             self.kill = True
@@ -405,7 +412,7 @@ class _Supervisor:
         """What COMMAND started and left: a moment to exit by itself, then SIGTERM and the grace a SIGTERM
         gives COMMAND (the one running, if one is), then SIGKILL: nsys told to stop passes the signal to its
         program and exits without waiting for it, so a worker may still be writing its result here. What
-        exits on SIGTERM (nsys's agent) is gone at once; Ctrl-C twice still kills everything."""
+        exits on SIGTERM (nsys's agent) is gone at once; a second signal still kills everything."""
         me = os.getpid()
         for sig, wait in ((None, LEFTOVER_WAIT_S), (signal.SIGTERM, CAP_S), (signal.SIGKILL, 1.0)):
             left = descendants(me)
