@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -369,7 +370,7 @@ def test_the_supervisors_timed_wait_is_never_woken_by_raising(
     child = subprocess.Popen([sys.executable, "-c", code, str(ready)], preexec_fn=default_sigint)
     wait_until(ready.exists, 60, "the child to start")
     sup = supervisor._Supervisor([], [], os.getppid())
-    sup.deadline = float("inf")  # a SIGTERM's grace period running: the waits are timed
+    sup.grace = supervisor._Grace(os.getpid(), time.monotonic())  # a SIGTERM's grace running: timed waits
     real_wait = subprocess.Popen.wait
     raised_inside: list[bool] = []
 

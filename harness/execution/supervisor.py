@@ -9,14 +9,15 @@
   needs this: its agent daemonises and its launcher puts the program in a session of its own, so neither is
   in nsys's process group, and a killed nsys used to leave both running;
 - passes SIGINT and SIGTERM on to COMMAND (nsys then stops collecting, passes the signal to the program
-  and writes its report; the worker keeps the steps it measured). GRACE_S after a SIGTERM, or at a second
-  SIGINT (Ctrl-C twice), it kills everything that is left;
+  and writes and exports its report; the worker keeps the steps it measured). After a SIGTERM it kills
+  everything left once that has done no work for GRACE_S (its CPU time, from /proc: `_Grace`), or CAP_S
+  after the signal; at a second SIGINT (Ctrl-C twice) or a second SIGTERM (someone insisting) at once;
 - leaves SIGINT and SIGHUP ignored where the harness was started with them ignored (a background job,
   `nohup`): COMMAND inherits them ignored. SIGTERM it always takes: the harness stops a hung rank with it,
   and the kernel sends it when the harness dies (a harness ignoring SIGTERM passes none on);
-- when COMMAND is done, ends what it left behind (SIGTERM, then after GRACE_S SIGKILL: the program nsys
-  told to stop may still be writing its result when nsys exits), and if the harness is gone removes the
-  folders given with --cleanup (the harness's temporary folders: nobody else will).
+- when COMMAND is done, ends what it left behind (SIGTERM, then SIGKILL when the same grace ends: the
+  program nsys told to stop may still be writing its result when nsys exits), and if the harness is gone
+  removes the folders given with --cleanup (the harness's temporary folders: nobody else will).
 
 Starting it costs one bare Python start-up (about 30 ms); it imports nothing heavy.
 """
@@ -40,10 +41,20 @@ from harness.core import signals
 
 PARENT_ENV = "HARNESS_SUPERVISOR_PARENT"
 POLL_S = 0.1
-# after SIGTERM: time for nsys to write its report and export it before everything is killed. nsys 2023.4
-# took 35 s for a small CPU capture on a busy 2-core machine (30 s killed it part way through the export,
-# leaving a truncated .sqlite); 2022.4 took less
+# after SIGTERM, what is left is let work (nsys writing its report and exporting it: 35 s for a small CPU
+# capture with 2023.4 on a busy 2-core machine, where 30 s killed it part way through the export; a big
+# capture takes longer, and a clock that ends it loses the report): it is killed once it has done no work
+# for GRACE_S (less than IDLE_SHARE of one CPU over it: a process blocked for good uses none, one stuck
+# behind a polling thread nearly none; importing and exporting keep a CPU busy, writing costs CPU to copy),
+# or at CAP_S: a tree that spins without end is never idle, and a lost report costs a measurement where a
+# spinning tree costs only this time, so it is long
 GRACE_S = 120.0
+IDLE_SHARE = 0.01
+CAP_S = 1800.0
+SAMPLE_S = 1.0  # how often the grace reads the tree's CPU time (all of /proc: ~2 ms per 100 processes)
+# a SIGTERM this soon after the one taken is no second one: a stop sent to every process of a cgroup reaches
+# the supervisor directly and again through the harness; the kernel sends one when the harness dies
+ECHO_S = 1.0
 LEFTOVER_WAIT_S = 3.0  # after COMMAND exits: time for what it started to exit by itself
 # what is kept of a command's output: its end (every reader wants a tail: the program's last lines, nsys's
 # closing lines); a program that prints gigabytes must not make the harness hold them all in memory, nor
@@ -253,9 +264,10 @@ def _prctl(option: int, value: int) -> bool:
     return libc.prctl(option, value, 0, 0, 0) == 0
 
 
-def _processes() -> dict[int, tuple[int, str, str]]:
-    """pid -> (parent pid, state, name) of every process, from /proc (empty where there is no /proc)."""
-    table: dict[int, tuple[int, str, str]] = {}
+def _processes() -> dict[int, tuple[int, str, str, int]]:
+    """pid -> (parent pid, state, name, CPU time in clock ticks: user and system, all its threads) of every
+    process, from /proc (empty where there is no /proc)."""
+    table: dict[int, tuple[int, str, str, int]] = {}
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
@@ -267,22 +279,27 @@ def _processes() -> dict[int, tuple[int, str, str]]:
                 continue
             name, fields = stat.partition(b"(")[2].rpartition(b")")[::2]  # the name may hold spaces, ")"
             fields = fields.split()
-            table[int(entry.name)] = (int(fields[1]), fields[0].decode(), name.decode(errors="replace"))
+            cpu = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+            table[int(entry.name)] = (int(fields[1]), fields[0].decode(), name.decode(errors="replace"), cpu)
     return table
 
 
 def tree(pid: int) -> list[tuple[int, str, str]]:
     """(pid, state, name) of every descendant of `pid`, zombies ("Z") too: a daemon COMMAND started is among
     them, the supervisor being a subreaper."""
+    return [(p, state, name) for p, (_, state, name, _) in _tree(pid).items()]
+
+
+def _tree(pid: int) -> dict[int, tuple[int, str, str, int]]:
     table = _processes()
     children: dict[int, list[int]] = {}
-    for p, (ppid, _, _) in table.items():
+    for p, (ppid, *_) in table.items():
         children.setdefault(ppid, []).append(p)
-    found, todo = [], [pid]
+    found, todo = {}, [pid]
     while todo:
         for child in children.get(todo.pop(), []):
             todo.append(child)
-            found.append((child, table[child][1], table[child][2]))
+            found[child] = table[child]
     return found
 
 
@@ -307,17 +324,43 @@ class _Wake(Exception):
     """Raised by the signal handler to get out of a blocking waitpid."""
 
 
+class _Grace:
+    """The time the processes under `root` are given after SIGTERM: it is over once they have done no work
+    for GRACE_S (CPU time of less than IDLE_SHARE of one CPU over it, summed over them all), or CAP_S after
+    it began. Where /proc cannot be read no work is seen: it is over GRACE_S after it began."""
+
+    def __init__(self, root: int, now: float) -> None:
+        self.root, self.began, self.worked, self.looked = root, now, now, now
+        self.ticks = {pid: cpu for pid, (*_, cpu) in _tree(root).items()}  # work before it does not count
+        self.work = 0  # clock ticks since `worked`
+        ticks_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.enough = max(1.0, IDLE_SHARE * GRACE_S * ticks_s)
+
+    def over(self, now: float) -> bool:
+        if now - self.looked >= min(SAMPLE_S, GRACE_S / 4):
+            self.looked, seen = now, {pid: cpu for pid, (*_, cpu) in _tree(self.root).items()}
+            for pid, cpu in seen.items():  # a new process: all its time; an exited one: what it had is kept
+                before = self.ticks.get(pid, 0)
+                self.work += cpu - before if cpu >= before else cpu
+            self.ticks = seen
+            if self.work >= self.enough:
+                self.worked, self.work = now, 0
+        return now - self.worked >= GRACE_S or now - self.began >= CAP_S
+
+
 class _Supervisor:
     def __init__(self, argv: list[str], cleanup: list[Path], parent: int) -> None:
         self.argv, self.cleanup, self.parent = argv, cleanup, parent
-        self.pending: list[int] = []
+        self.pending: list[tuple[int, float]] = []  # signal, when it came
         self.passed: int | None = None
-        self.deadline: float | None = None
+        self.grace: _Grace | None = None  # running after a SIGTERM
+        self.kill = False  # a second signal: everything is killed
+        self.echo_until = 0.0  # a SIGTERM before then is no second one (ECHO_S)
         self.parent_gone = False
         self.waiting = False  # in waitpid: a signal handler raises _Wake to get out
 
     def on_signal(self, signum: int, frame: object) -> None:
-        self.pending.append(signum)
+        self.pending.append((signum, time.monotonic()))
         if self.waiting:
             raise _Wake()
 
@@ -326,7 +369,7 @@ class _Supervisor:
         blocking = sys.platform.startswith("linux")  # elsewhere, only polling sees the parent go
         while True:
             try:
-                timeout = None if blocking and self.deadline is None else POLL_S
+                timeout = None if blocking and self.grace is None and not self.kill else POLL_S
                 # only a blocking wait is woken by raising: a timed one ends by itself, and a _Wake raised
                 # inside it between its taking and freeing of the lock it reaps under left that lock taken
                 # (the child never reaped, the wait endless)
@@ -343,37 +386,44 @@ class _Supervisor:
                 return
 
     def check(self, child: subprocess.Popen[bytes] | None) -> None:
-        """Act on signals that came, on the parent's death and on the deadline."""
+        """Act on signals that came, on the parent's death and on the grace's end."""
+        now = time.monotonic()
         if not self.parent_gone and os.getppid() != self.parent:
             self.parent_gone = True
-            self.pending.append(signal.SIGTERM)
+            self.pending.append((signal.SIGTERM, now))
+            self.echo_until = now + ECHO_S  # the kernel's SIGTERM for it: the harness gone insists on nothing
         while self.pending:
-            sig = signal.SIGINT if self.pending.pop(0) == signal.SIGINT else signal.SIGTERM
+            came, at = self.pending.pop(0)
+            sig = signal.SIGINT if came == signal.SIGINT else signal.SIGTERM
             if self.passed is None or (sig == signal.SIGTERM and self.passed == signal.SIGINT):
                 self.passed = sig
                 if child is not None and child.poll() is None:
                     child.send_signal(sig)
                 if sig == signal.SIGTERM:
-                    self.deadline = time.monotonic() + GRACE_S
-            elif sig == signal.SIGINT:  # Ctrl-C twice: stop waiting
-                self.deadline = time.monotonic()
-        if self.deadline is not None and time.monotonic() >= self.deadline:
+                    self.grace = _Grace(os.getpid(), now)
+                    self.echo_until = max(self.echo_until, at + ECHO_S)
+            elif sig == signal.SIGINT or at >= self.echo_until:  # Ctrl-C twice, SIGTERM again: stop waiting
+                self.kill = True
+        if self.kill or (self.grace is not None and self.grace.over(now)):
+            self.kill = True
             _signal_all(descendants(os.getpid()), signal.SIGKILL)
 
     def end_leftovers(self) -> None:
-        """What COMMAND started and left: a moment to exit by itself, then SIGTERM, then SIGKILL. SIGTERM
-        gives GRACE_S, as it does to COMMAND: nsys told to stop passes the signal to its program and exits
-        without waiting for it, so a worker may still be writing its result here. What exits on SIGTERM
-        (nsys's agent) is gone at once; Ctrl-C twice still kills everything."""
+        """What COMMAND started and left: a moment to exit by itself, then SIGTERM and the grace a SIGTERM
+        gives COMMAND (the one running, if one is), then SIGKILL: nsys told to stop passes the signal to its
+        program and exits without waiting for it, so a worker may still be writing its result here. What
+        exits on SIGTERM (nsys's agent) is gone at once; a second signal still kills everything."""
         me = os.getpid()
-        for sig, wait in ((None, LEFTOVER_WAIT_S), (signal.SIGTERM, GRACE_S), (signal.SIGKILL, 1.0)):
+        for sig, wait in ((None, LEFTOVER_WAIT_S), (signal.SIGTERM, CAP_S), (signal.SIGKILL, 1.0)):
             left = descendants(me)
             if not left:
                 return
             if sig is not None:
                 _signal_all(left, sig)
+            if sig == signal.SIGTERM and self.grace is None:
+                self.grace = _Grace(me, time.monotonic())
             end = time.monotonic() + wait
-            while time.monotonic() < end and descendants(me):
+            while time.monotonic() < end and descendants(me) and (sig != signal.SIGTERM or not self.kill):
                 _reap()
                 self.check(None)
                 time.sleep(POLL_S)
