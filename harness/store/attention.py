@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from harness.store import stored_check
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from harness.core.records import AttentionCell, AttentionSweep
 from harness.store.database import Database
+from workloads.names import counted
 
 
 class AttentionPart(Database):
@@ -56,3 +57,13 @@ class AttentionPart(Database):
         stored_check.check_cells(f"results database {self.where}", rows)
         shown = len(ATTENTION_COLUMNS)  # the env is checked, not shown
         return pd.DataFrame([row[:shown] for row in rows], columns=ATTENTION_COLUMNS)
+
+
+def sweep_not_run(session: Session, sweep_id: str) -> str:
+    """What `show attn-…` is told: an attention sweep's id, and where its cells are shown."""
+    where = "`harness dashboard --sweep ID` draws it in its attention panel"
+    cells = session.scalar(select(func.count()).where(AttentionResult.sweep_id == sweep_id)) or 0
+    if not cells:
+        return f"no run or attention sweep with id {sweep_id!r}; {where}"
+    what = f"an attention sweep ({counted(cells, 'cell')}, `harness attention`)"
+    return f"{sweep_id!r} is {what}, not a run: {where}"

@@ -15,18 +15,18 @@ from harness.core import signals
 from harness.core.errors import EMPTY_RUN_ID, HarnessError
 from harness.core.records import RunResult, names_a_file, newest_back
 from harness.store import stored_check, unsaved
+from harness.store.attention import sweep_not_run
 from harness.store.schema import (
     RUN_COLUMNS,
     WHOLE_COLUMNS,
     Agreement,
-    AttentionResult,
     Baseline,
     BlockTiming,
     Run,
     StepTiming,
     run_row,
 )
-from harness.store.timings import block_rows
+from harness.store.timings import block_rows, damaged_steps
 from harness.store.unsaved import PendingRun
 from workloads.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS, counted
 
@@ -354,7 +354,7 @@ class RunsPart(Database):
                             exit_code=2,
                         )
                     if run_id.startswith("attn-"):  # `harness attention`'s sweeps are not runs
-                        raise HarnessError(_sweep_not_run(session, run_id), exit_code=2)
+                        raise HarnessError(sweep_not_run(session, run_id), exit_code=2)
                     raise HarnessError(f"no run with id {run_id!r}; {hint}", exit_code=2)
                 if len(matches) > 1:
                     ids = ", ".join(r.id for r in matches[:3]) + (", …" if len(matches) > 3 else "")
@@ -454,9 +454,11 @@ class RunsPart(Database):
         experiment: str | None = None,
         ids: list[str] | None = None,
         last: int | None = None,
+        steps: bool = False,
     ) -> pd.DataFrame:
         """One row per run, newest last, with per-phase mean/std (ns) as columns; a run whose row fails its
-        check (harness.store.stored_check) is left out (Database.leave_out), if among the `last`."""
+        check (harness.store.stored_check), or with `steps` one of its step rows (a caller that lists or
+        draws the means made of them), is left out (Database.leave_out), if among the `last`."""
         import pandas as pd
 
         stmt = select(Run).order_by(Run.created_at)
@@ -481,18 +483,10 @@ class RunsPart(Database):
 
         rows = self._guard(read)
         rows = rows[-last:] if last is not None else rows  # a damaged run takes its place among the last
-        self.leave_out({i: left_out[i] for i, row in rows if row is None})
-        df = pd.DataFrame.from_records([row for _, row in rows if row is not None], columns=RUN_COLUMNS)
+        if steps:
+            left_out.update(damaged_steps(self, [i for i, row in rows if row is not None]))
+        gone = self.leave_out({i: left_out[i] for i, _ in rows if i in left_out})
+        df = pd.DataFrame.from_records([row for i, row in rows if i not in gone], columns=RUN_COLUMNS)
         for col in WHOLE_COLUMNS:  # counts stay whole where another row has none (pandas' float64 would not)
             df[col] = whole(df[col])
         return df
-
-
-def _sweep_not_run(session: Session, sweep_id: str) -> str:
-    """What `show attn-…` is told: an attention sweep's id, and where its cells are shown."""
-    where = "`harness dashboard --sweep ID` draws it in its attention panel"
-    cells = session.scalar(select(func.count()).where(AttentionResult.sweep_id == sweep_id)) or 0
-    if not cells:
-        return f"no run or attention sweep with id {sweep_id!r}; {where}"
-    what = f"an attention sweep ({counted(cells, 'cell')}, `harness attention`)"
-    return f"{sweep_id!r} is {what}, not a run: {where}"
