@@ -373,7 +373,7 @@ DAMAGE = {
     "its row": (
         THIRD.format("runs set summary = '[1, 2'", "id"),
         "summary is '[1, 2', not JSON",
-        (True, False),
+        (True, True),
         "2 runs from",
     ),
     "a step": (

@@ -415,9 +415,10 @@ class RunsPart(Database):
     ) -> list[tuple[str, str, dict[str, Any]]]:
         """(id, experiment, config) of the newest `last` runs of a device, model, mode, precision and batch
         that ran without a profiler, ended ok and belong to an experiment (runs made together: `run
-        --repeats`, `overhead`, `optimize`, `sweep`): what the drift between runs is measured from."""
+        --repeats`, `overhead`, `optimize`, `sweep`): what the drift between runs is measured from. One whose
+        row fails its check is left out (Database.leave_out)."""
         stmt = (
-            select(Run.id, Run.experiment, Run.config)
+            select(Run)
             .where(
                 Run.device_name == device_name, Run.model == model, Run.mode == mode,
                 Run.precision == precision, Run.batch_size == batch_size, Run.profiler == "none",
@@ -426,14 +427,17 @@ class RunsPart(Database):
             .order_by(Run.created_at.desc())
             .limit(last)
         )  # fmt: skip
+        left_out: dict[Any, stored_check.DamagedRow] = {}
 
         def read() -> list[tuple[str, str, dict[str, Any]]]:
+            left_out.clear()  # a busy database is read again
             with Session(self.engine) as session:
-                # a configuration edited into no object (stored_check says so where the run is read) is no
-                # configuration of these: the run is not counted
-                return [(i, e, c) for i, e, c in session.execute(stmt).all() if isinstance(c, dict)]
+                found = session.scalars(stmt, execution_options={stored_check.LEFT_OUT: left_out}).all()
+                return [(r.id, r.experiment, r.config) for r in found if r.id not in left_out]
 
-        return self._guard(read)
+        together = self._guard(read)
+        self.leave_out(left_out)
+        return together
 
     def configs(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         """The stored configuration of each run of `ids` (RunConfig's fields as saved), by run id."""
