@@ -46,17 +46,25 @@ class AttentionPart(Database):
         with Session(self.engine) as session, session.begin():
             session.add(row)
 
-    def attention_results(self, sweep_id: str | None = None) -> pd.DataFrame:
-        """Attention cells (one sweep, or all), oldest first, with ATTENTION_COLUMNS."""
+    def attention_results(self, sweep_id: str | None = None, *, asked: str | None = None) -> pd.DataFrame:
+        """Attention cells (one sweep, or all), oldest first, with ATTENTION_COLUMNS. A sweep with a cell that
+        fails its check (harness.store.stored_check) is left out as a damaged run is (Database.leave_out);
+        the one `asked` names (its id, or the one sweep whose id starts so: `dashboard --sweep`) refuses."""
         import pandas as pd
 
         stmt = select(*(getattr(AttentionResult, c) for c in ATTENTION_CHECKED)).order_by(AttentionResult.id)
         if sweep_id is not None:
             stmt = stmt.where(AttentionResult.sweep_id == sweep_id)
         rows = self._guard(lambda: self._rows(stmt))
-        stored_check.check_cells(f"results database {self.where}", rows)
+        damaged = stored_check.check_cells(f"results database {self.where}", rows)
+        if asked is not None:
+            ids = [s for s in dict.fromkeys(row[0] for row in rows) if isinstance(s, str)]
+            named = [s for s in ids if s == asked] or [s for s in ids if s.startswith(asked)]
+            if len(named) == 1 and named[0] in damaged:
+                raise damaged[named[0]]
+        gone = self.leave_out(damaged)
         shown = len(ATTENTION_COLUMNS)  # the env is checked, not shown
-        return pd.DataFrame([row[:shown] for row in rows], columns=ATTENTION_COLUMNS)
+        return pd.DataFrame([row[:shown] for row in rows if row[0] not in gone], columns=ATTENTION_COLUMNS)
 
 
 def sweep_not_run(session: Session, sweep_id: str) -> str:
