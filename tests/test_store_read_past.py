@@ -118,3 +118,66 @@ def test_the_sweeps_and_baselines_as_stored_are_read(sweeps: Path, tmp_path: Pat
     page = tmp_path / "page.html"
     drawn = runner.invoke(app, ["dashboard", "-o", str(page), "--db", str(db), "--sweep", "attn-old"])
     assert drawn.exit_code == 0 and "attn-old" in page.read_text(), drawn.output
+
+
+NEWER_B = "update runs set created_at = '2026-11-28 10:00:00.000000' where id = 'b-1'"
+B_DAMAGED = "update runs set summary = '[1, 2' where id = 'b-1'"
+B_SAID = "run 'b-1' is damaged (summary is '[1, 2', not JSON)"
+
+
+def test_a_run_id_start_of_a_damaged_run_and_another_is_the_start_of_both(
+    sweeps: Path, tmp_path: Path
+) -> None:
+    """`show run` with run-b damaged beside run-a: refused in run-b's line, as if it had been named."""
+    db = edited(
+        sweeps,
+        tmp_path,
+        "update runs set id = 'run-' || substr(id, 1, 1)",
+        "update step_timings set run_id = 'run-' || substr(run_id, 1, 1)",
+        "update runs set summary = '[1, 2', created_at = '2026-11-28 10:00:00.000000' where id = 'run-b'",
+    )
+    assert runner.invoke(app, ["show", "run-b", "--db", str(db)]).exit_code == 1  # damaged
+    result = runner.invoke(app, ["show", "run", "--db", str(db)])
+    assert result.exit_code == 2 and "damaged" not in result.output, result.output
+    assert result.stderr == (
+        "error: 'run' is the start of 2 runs' ids (run-a, run-b): give more of one; `harness runs` lists the "
+        "runs\n"
+    )
+
+
+@pytest.mark.parametrize("ref", ["b", "b-", "latest", "-1"])
+def test_a_reference_only_a_damaged_run_answers_refuses_in_its_line(
+    sweeps: Path, tmp_path: Path, ref: str
+) -> None:
+    """A start of its id, `latest` or -1 for the newest run: the run the user meant cannot be read, said so,
+    never another shown in its place."""
+    db = edited(sweeps, tmp_path, NEWER_B, B_DAMAGED)
+    result = runner.invoke(app, ["show", ref, "--db", str(db)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.stderr.startswith(f"error: results database {db}: {B_SAID}"), result.stderr
+    assert result.stderr.count("\n") == 1 and result.stdout == "", result.output
+
+
+NVTX_A = "update runs set config = json_set(config, '$.nvtx_detail', json('true')) where id = 'a-1'"
+
+
+def test_blocks_latest_passes_over_a_newer_damaged_run_made_without_nvtx_detail(
+    sweeps: Path, tmp_path: Path
+) -> None:
+    """b-1, newer, made without --nvtx-detail and damaged: `blocks` (the newest --nvtx-detail run) was
+    refused in b-1's line; it reads a-1, which has no block times."""
+    db = edited(sweeps, tmp_path, NVTX_A, NEWER_B, B_DAMAGED)
+    result = runner.invoke(app, ["blocks", "--db", str(db)])
+    assert result.exit_code == 1 and "damaged" not in result.output, result.output
+    assert result.stderr == "error: run a-1 has no per-block times stored and no trace to read them from\n"
+
+
+def test_blocks_latest_of_a_damaged_newest_nvtx_detail_run_refuses_in_its_line(
+    sweeps: Path, tmp_path: Path
+) -> None:
+    db = edited(sweeps, tmp_path, NVTX_A, "update runs set summary = '[1, 2' where id = 'a-1'")
+    result = runner.invoke(app, ["blocks", "--db", str(db)])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.output
+    assert result.stderr.startswith(f"error: results database {db}: run 'a-1' is damaged (summary is"), (
+        result.stderr
+    )
