@@ -187,8 +187,8 @@ def collect(
 ) -> DashboardData:
     """Runs (by ids, newest `last`, or one model), their steps and agreement, the newest profile, a pair,
     and the attention sweep `sweep` (id or unique start; the newest when None)."""
-    cells = store.attention_results()
-    runs = store.runs(ids=ids, last=last, model=model)
+    cells = store.attention_results(asked=sweep)
+    runs = store.runs(ids=ids, last=last, model=model, steps=True)  # its phases are drawn from them
     run_ids = list(runs["run_id"])
     data = DashboardData(
         runs=runs,

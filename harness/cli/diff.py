@@ -333,9 +333,11 @@ def baseline_list_cmd(
 ) -> None:
     """The named baselines."""
 
-    df = results_db.ResultsStore(db, readonly=True).baselines()
+    store = results_db.ResultsStore(db, readonly=True)
+    df = store.baselines()
     if df.empty and fmt is DiffFormat.table:  # for people, why it is empty; scripts get the empty table
-        note("no baselines yet: `harness baseline tag NAME RUN` names a run")
+        if not store.left_out:  # a damaged one left out is said as such
+            note("no baselines yet: `harness baseline tag NAME RUN` names a run")
         return
     if fmt is DiffFormat.markdown:
         sys.stdout.write(markdown_table(df))

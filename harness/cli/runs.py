@@ -53,8 +53,9 @@ def runs_cmd(
     """List saved runs (newest last)."""
 
     store = results_db.ResultsStore(db, readonly=True)
-    # a run whose row cannot be read is left out: the others are listed, it is said after them, exit 1
-    df = store.runs(model=model, device=device, precision=precision, last=last)
+    # a run whose row or steps (its means are made of them) cannot be read is left out: the others are
+    # listed, it is said after them, exit 1
+    df = store.runs(model=model, device=device, precision=precision, last=last, steps=True)
     df = df.drop(columns=["advice"])  # `harness advise RUN` and `show RUN` say it
     if format is Format.table:
         cols = {

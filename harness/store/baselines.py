@@ -76,9 +76,19 @@ class BaselinesPart(Database):
             if not inspect(conn).has_table(Baseline.__tablename__):
                 return pd.DataFrame(columns=columns)
         rows = self._guard(lambda: self._rows(stmt))
-        for name, run_id, _, created, tagged in rows:
-            stored_check.check_tagged(f"results database {self.where}", name, run_id, created, tagged)
-        df = pd.DataFrame(rows, columns=columns)
+        # a baseline whose row, or its run's time, fails its check is left out as a damaged run is
+        # (Database.leave_out)
+        damaged: dict[str, stored_check.DamagedRow] = {}
+        kept = []
+        where = f"results database {self.where}"
+        for name, run_id, status, created, tagged in rows:
+            refused = stored_check.check_tagged(where, name, run_id, created, tagged)
+            if not refused:
+                kept.append((name, run_id, status, created, tagged))
+            for key, line in refused.items():
+                damaged.setdefault(key, line)
+        self.leave_out(damaged)
+        df = pd.DataFrame(kept, columns=columns)
         for column in ("created_at", "tagged_at"):
             df[column] = df[column].map(stored_time)
         return df

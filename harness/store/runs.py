@@ -15,18 +15,18 @@ from harness.core import signals
 from harness.core.errors import EMPTY_RUN_ID, HarnessError
 from harness.core.records import RunResult, names_a_file, newest_back
 from harness.store import stored_check, unsaved
+from harness.store.attention import sweep_not_run
 from harness.store.schema import (
     RUN_COLUMNS,
     WHOLE_COLUMNS,
     Agreement,
-    AttentionResult,
     Baseline,
     BlockTiming,
     Run,
     StepTiming,
     run_row,
 )
-from harness.store.timings import block_rows
+from harness.store.timings import block_rows, damaged_steps
 from harness.store.unsaved import PendingRun
 from workloads.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS, counted
 
@@ -339,9 +339,10 @@ class RunsPart(Database):
                     exit_code=2,
                 )
             if run is None:
-                # accept a unique prefix, like git does for commits
+                # accept a unique prefix, like git does for commits; the ids alone, so that a damaged run
+                # among several is no refusal, and the one it names refuses as if named whole
                 matches = session.scalars(
-                    select(Run).where(Run.id.startswith(run_id, autoescape=True)).order_by(Run.created_at)
+                    select(Run.id).where(Run.id.startswith(run_id, autoescape=True)).order_by(Run.created_at)
                 ).all()
                 if not matches:
                     hint = "`harness runs` lists the runs"
@@ -354,16 +355,16 @@ class RunsPart(Database):
                             exit_code=2,
                         )
                     if run_id.startswith("attn-"):  # `harness attention`'s sweeps are not runs
-                        raise HarnessError(_sweep_not_run(session, run_id), exit_code=2)
+                        raise HarnessError(sweep_not_run(session, run_id), exit_code=2)
                     raise HarnessError(f"no run with id {run_id!r}; {hint}", exit_code=2)
                 if len(matches) > 1:
-                    ids = ", ".join(r.id for r in matches[:3]) + (", …" if len(matches) > 3 else "")
+                    ids = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
                     raise HarnessError(
                         f"{run_id!r} is the start of {len(matches)} runs' ids ({ids}): give more of one; "
                         "`harness runs` lists the runs",
                         exit_code=2,
                     )
-                run = matches[0]
+                run = session.get(Run, matches[0])
             run.step_timings  # noqa: B018  (load before the session closes)
             run.agreement  # noqa: B018
             return run
@@ -375,18 +376,18 @@ class RunsPart(Database):
     def latest(self, *, nvtx_detail: bool = False) -> Run | None:
         """The newest run (made with --nvtx-detail, if asked), with its steps; None if there is none."""
 
-        def read() -> Run | None:
-            with Session(self.engine, expire_on_commit=False) as session:
-                for run in session.scalars(select(Run).order_by(Run.created_at.desc())):
-                    if not nvtx_detail or (run.config or {}).get("nvtx_detail"):
-                        run.step_timings  # noqa: B018  (load before the session closes)
-                        return run
+        def read() -> str | None:
+            with Session(self.engine) as session:
+                # the configurations alone: a damaged run of another kind is passed over unread; one that
+                # is asked for, or whose configuration cannot tell, refuses as if named (get)
+                for run_id, config in session.execute(stmt):
+                    if not nvtx_detail or not isinstance(config, dict) or config.get("nvtx_detail"):
+                        return str(run_id)
             return None
 
-        run = self._guard(read)
-        if run is not None:
-            self.asked.add(run.id)
-        return run
+        stmt = select(Run.id, Run.config).order_by(Run.created_at.desc(), Run.id.desc())
+        run_id = self._guard(read)
+        return None if run_id is None else self.get(run_id)
 
     def linked(self, run_id: str) -> list[Run]:
         """The runs paired with `run_id`: its baseline, and the profiled runs with it as their baseline; one
@@ -415,9 +416,10 @@ class RunsPart(Database):
     ) -> list[tuple[str, str, dict[str, Any]]]:
         """(id, experiment, config) of the newest `last` runs of a device, model, mode, precision and batch
         that ran without a profiler, ended ok and belong to an experiment (runs made together: `run
-        --repeats`, `overhead`, `optimize`, `sweep`): what the drift between runs is measured from."""
+        --repeats`, `overhead`, `optimize`, `sweep`): what the drift between runs is measured from. One whose
+        row fails its check is left out (Database.leave_out)."""
         stmt = (
-            select(Run.id, Run.experiment, Run.config)
+            select(Run)
             .where(
                 Run.device_name == device_name, Run.model == model, Run.mode == mode,
                 Run.precision == precision, Run.batch_size == batch_size, Run.profiler == "none",
@@ -426,14 +428,17 @@ class RunsPart(Database):
             .order_by(Run.created_at.desc())
             .limit(last)
         )  # fmt: skip
+        left_out: dict[Any, stored_check.DamagedRow] = {}
 
         def read() -> list[tuple[str, str, dict[str, Any]]]:
+            left_out.clear()  # a busy database is read again
             with Session(self.engine) as session:
-                # a configuration edited into no object (stored_check says so where the run is read) is no
-                # configuration of these: the run is not counted
-                return [(i, e, c) for i, e, c in session.execute(stmt).all() if isinstance(c, dict)]
+                found = session.scalars(stmt, execution_options={stored_check.LEFT_OUT: left_out}).all()
+                return [(r.id, r.experiment, r.config) for r in found if r.id not in left_out]
 
-        return self._guard(read)
+        together = self._guard(read)
+        self.leave_out(left_out)
+        return together
 
     def configs(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         """The stored configuration of each run of `ids` (RunConfig's fields as saved), by run id."""
@@ -454,9 +459,11 @@ class RunsPart(Database):
         experiment: str | None = None,
         ids: list[str] | None = None,
         last: int | None = None,
+        steps: bool = False,
     ) -> pd.DataFrame:
         """One row per run, newest last, with per-phase mean/std (ns) as columns; a run whose row fails its
-        check (harness.store.stored_check) is left out (Database.leave_out), if among the `last`."""
+        check (harness.store.stored_check), or with `steps` one of its step rows (a caller that lists or
+        draws the means made of them), is left out (Database.leave_out), if among the `last`."""
         import pandas as pd
 
         stmt = select(Run).order_by(Run.created_at)
@@ -481,18 +488,10 @@ class RunsPart(Database):
 
         rows = self._guard(read)
         rows = rows[-last:] if last is not None else rows  # a damaged run takes its place among the last
-        self.leave_out({i: left_out[i] for i, row in rows if row is None})
-        df = pd.DataFrame.from_records([row for _, row in rows if row is not None], columns=RUN_COLUMNS)
+        if steps:
+            left_out.update(damaged_steps(self, [i for i, row in rows if row is not None]))
+        gone = self.leave_out({i: left_out[i] for i, _ in rows if i in left_out})
+        df = pd.DataFrame.from_records([row for i, row in rows if i not in gone], columns=RUN_COLUMNS)
         for col in WHOLE_COLUMNS:  # counts stay whole where another row has none (pandas' float64 would not)
             df[col] = whole(df[col])
         return df
-
-
-def _sweep_not_run(session: Session, sweep_id: str) -> str:
-    """What `show attn-…` is told: an attention sweep's id, and where its cells are shown."""
-    where = "`harness dashboard --sweep ID` draws it in its attention panel"
-    cells = session.scalar(select(func.count()).where(AttentionResult.sweep_id == sweep_id)) or 0
-    if not cells:
-        return f"no run or attention sweep with id {sweep_id!r}; {where}"
-    what = f"an attention sweep ({counted(cells, 'cell')}, `harness attention`)"
-    return f"{sweep_id!r} is {what}, not a run: {where}"

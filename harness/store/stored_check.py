@@ -213,26 +213,31 @@ def check_cell(cell: dict[str, Any]) -> None:
     check.check_env(fields.mapping(cell["env"], "env"))
 
 
-def check_cells(where: str, rows: list[Any]) -> None:
-    """Rows of ATTENTION_CHECKED as AttentionPart reads them."""
+def check_cells(where: str, rows: list[Any]) -> dict[Any, DamagedRow]:
+    """Rows of ATTENTION_CHECKED as AttentionPart reads them: the sweeps with a damaged cell, each with the
+    first one's line."""
+    damaged: dict[Any, DamagedRow] = {}
     for row in rows:
         cell = dict(zip(ATTENTION_CHECKED, row, strict=True))
+        if cell["sweep_id"] in damaged:
+            continue
         try:
             fields.text(cell["sweep_id"], "sweep_id", plain=True)
             check_cell(cell)
         except fields.Damaged as e:
-            raise _refused(where, cell["sweep_id"], e, what="attention sweep") from None
+            damaged[cell["sweep_id"]] = _refused(where, cell["sweep_id"], e, what="attention sweep")
+    return damaged
 
 
-def check_tagged(where: str, name: str, run_id: str, created: Any, when: Any) -> None:
-    """A named baseline's time and its run's: times (StoredTime reads one that is not as it is)."""
+def check_tagged(where: str, name: str, run_id: str, created: Any, when: Any) -> dict[str, DamagedRow]:
+    """A named baseline's time and its run's: times (StoredTime reads one that is not as it is). The line of
+    the one that is not, by its run's id, or by `baseline:NAME` where the tag's own time is not; empty where
+    both are."""
     if created is not None and not isinstance(created, datetime):
-        raise _refused(where, run_id, f"created_at is {created!r}, not a time")
+        return {run_id: _refused(where, run_id, f"created_at is {created!r}, not a time")}
     if not isinstance(when, datetime):
-        raise DamagedRow(
-            f"{where}: baseline {name!r} is damaged (created_at is {when!r}, not a time): the harness writes "
-            "no such row, it was changed outside the harness; restore a copy of the database"
-        )
+        return {f"baseline:{name}": _refused(where, name, f"created_at is {when!r}, not a time", "baseline")}
+    return {}
 
 
 def check_steps(where: str, rows: list[Any]) -> dict[Any, DamagedRow]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func, inspect, select
 from sqlalchemy.orm import Session
@@ -20,21 +20,35 @@ if TYPE_CHECKING:
 
 from harness.store.database import Database
 
+RANK = func.coalesce(StepTiming.rank, 0)
+STEP_READ = (
+    StepTiming.run_id,
+    StepTiming.step,
+    StepTiming.phase,
+    StepTiming.duration_ns,
+    StepTiming.warmup,
+    RANK,
+)
+IDS_AT_ONCE = 500  # run ids a query names (SQLite takes a few thousand bound values at most)
+
+
+def damaged_steps(db: Database, run_ids: list[str]) -> dict[Any, stored_check.DamagedRow]:
+    """The runs of `run_ids` with a step row that fails its check (stored_check.check_steps), each with its
+    line: for a read over runs that shows figures made of their steps without reading them."""
+    damaged: dict[Any, stored_check.DamagedRow] = {}
+    for start in range(0, len(run_ids), IDS_AT_ONCE):
+        stmt = select(*STEP_READ).where(StepTiming.run_id.in_(run_ids[start : start + IDS_AT_ONCE]))
+        rows = db._guard(lambda stmt=stmt: db._rows(stmt))
+        damaged.update(stored_check.check_steps(f"results database {db.where}", rows))
+    return damaged
+
 
 class TimingsPart(Database):
     def step_timings(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         """Every step's phase durations: run_id, step, phase, duration_ns, warmup, rank (0: one process)."""
         import pandas as pd
 
-        rank = func.coalesce(StepTiming.rank, 0)
-        stmt = select(
-            StepTiming.run_id,
-            StepTiming.step,
-            StepTiming.phase,
-            StepTiming.duration_ns,
-            StepTiming.warmup,
-            rank,
-        ).order_by(StepTiming.run_id, rank, StepTiming.step)
+        stmt = select(*STEP_READ).order_by(StepTiming.run_id, RANK, StepTiming.step)
         if run_ids is not None:
             stmt = stmt.where(StepTiming.run_id.in_(run_ids))
         rows = self._guard(lambda: self._rows(stmt))
