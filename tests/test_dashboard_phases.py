@@ -454,3 +454,18 @@ def test_generate_runs_of_several_new_token_counts_are_each_drawn(tmp_path) -> N
         (True, False),
         (False, True),
     ]
+
+
+def test_a_phase_panel_of_many_settings_is_drawn() -> None:
+    """20 settings (a generate sweep over batch sizes and new tokens names each in its setting): plotly
+    refused the gap between 20 facets (at most 1 / 19 of the width), and the prefill / decode panel failed
+    with a ValueError. Each setting is still a facet, the gap narrowed to fit."""
+    from analysis.dashboard.phases import phase_bars_figure
+
+    settings = [f"batch {b} new tokens {n} fp32" for b in (1, 2, 4, 8) for n in (2, 4, 8, 16, 32)]
+    table = pd.DataFrame(
+        [{"model": "tiny", "setting": s, "phase": p, "mean_ns": 1e6, "std_ns": 0.0, "status": "ok",
+          "run_id": f"r{i}"} for i, s in enumerate(settings) for p in ("prefill", "decode")]
+    )  # fmt: skip
+    fig = phase_bars_figure(table, log=True)
+    assert [a.text for a in fig.layout.annotations][: len(settings)] == settings
