@@ -433,3 +433,23 @@ def test_runs_across_ranks_are_compared_per_rank_with_their_all_reduce(tmp_db: s
     assert table.loc["allreduce", "eager (ns)"] == 4 * MS
     assert table.loc["step", "eager (ns)"] == 7.5 * MS and table.loc["step", "compiled (ns)"] == 6 * MS
     assert table.loc["step", "speed-up"] == pytest.approx(1.25)
+
+
+def test_generate_configurations_of_several_new_token_counts_are_told_apart(tmp_db: str) -> None:
+    """tiny generate eager and compiled at 2 and at 8 new tokens: compare-compile's rows of the two had the
+    same configuration columns (its new tokens not among them), and the dashboard's compile panel drew
+    both on one bar label. The new tokens are a column, and a label says them and the prompt's length."""
+    store = ResultsStore(tmp_db)
+    for n in (2, 8):
+        for compiled in (False, True):
+            run = generate_made(f"gen-{n}-{compiled}", compiled, (900 * MS, 260 * MS), (870 * MS, n * MS))
+            run.config = replace(run.config, new_tokens=n)
+            save_run(store, run)
+    table = compile_table(store)
+    decode = table[table["phase"] == "decode"].set_index("new_tokens")
+    assert decode["compiled run"].to_dict() == {2: "gen-2-True", 8: "gen-8-True"}
+    assert list(_json("compare-compile")[0]) == list(table.columns)
+    panel = compile_panel(DashboardData(runs=store.runs(), steps=store.step_timings()))
+    labels = [str(x) for x in panel.figure.data[0].x]
+    assert len(set(labels)) == len(labels)
+    assert any("new tokens 2" in x and "context 64" in x for x in labels)

@@ -418,3 +418,54 @@ def test_a_run_slowed_by_what_it_measured_does_not_stand_for_its_configuration(t
     }
     tokens = next(t for t in panels["throughput"].figure.data if t.xaxis == "x")
     assert dict(zip(tokens.x, tokens.y, strict=True)) == {"tiny": 900.0, "small": 1000.0}
+
+
+def test_generate_runs_of_several_new_token_counts_are_each_drawn(tmp_path) -> None:
+    """tiny generate fp32 of 2 and of 6 new tokens: the prefill / decode and throughput panels drew the
+    newest alone (one configuration to them), though decode's time and the output tokens/s depend on the
+    tokens decoded. Each count is a configuration of its own, named in its setting (the serving panel's
+    labels too)."""
+    from dashboard_data import MODELS, result
+
+    from analysis.dashboard.runs import with_labels
+    from analysis.dashboard.throughput import throughput_table
+    from harness.core.records import StepRecord
+
+    store = ResultsStore(str(tmp_path / "results.sqlite"))
+    for new_tokens in (2, 6):
+        gen = result(f"tiny-n{new_tokens}", "tiny", "fp32", [(1, 1, 1)])
+        gen.config.mode, gen.config.new_tokens, gen.model = "generate", new_tokens, MODELS["tiny"]
+        decode_ns = 10_000_000 * (new_tokens - 1)
+        tokens = [10_000_000] * (new_tokens - 1)
+        gen.steps = [StepRecord(0, False, {"prefill": 4_000_000, "decode": decode_ns}, tokens=tokens)]
+        gen.tokens_per_s = 100.0 * new_tokens
+        save_run(store, gen)
+    runs = store.runs()
+    decode = phase_means(runs, modes=("generate",)).query("phase == 'decode'").set_index("setting")
+    assert decode["run_id"].to_dict() == {"new tokens 2 fp32": "tiny-n2", "new tokens 6 fp32": "tiny-n6"}
+    means = decode["mean_ns"].to_dict()
+    assert means == {"new tokens 2 fp32": 10_000_000.0, "new tokens 6 fp32": 50_000_000.0}
+    assert throughput_table(runs).set_index("run_id")["tokens_per_s"].to_dict() == {
+        "tiny-n2": 200.0,
+        "tiny-n6": 600.0,
+    }
+    labels = with_labels(runs).set_index("run_id")["label"].to_dict()  # the serving panel's bars
+    assert [("new tokens 2" in labels[r], "new tokens 6" in labels[r]) for r in ("tiny-n2", "tiny-n6")] == [
+        (True, False),
+        (False, True),
+    ]
+
+
+def test_a_phase_panel_of_many_settings_is_drawn() -> None:
+    """20 settings (a generate sweep over batch sizes and new tokens names each in its setting): plotly
+    refused the gap between 20 facets (at most 1 / 19 of the width), and the prefill / decode panel failed
+    with a ValueError. Each setting is still a facet, the gap narrowed to fit."""
+    from analysis.dashboard.phases import phase_bars_figure
+
+    settings = [f"batch {b} new tokens {n} fp32" for b in (1, 2, 4, 8) for n in (2, 4, 8, 16, 32)]
+    table = pd.DataFrame(
+        [{"model": "tiny", "setting": s, "phase": p, "mean_ns": 1e6, "std_ns": 0.0, "status": "ok",
+          "run_id": f"r{i}"} for i, s in enumerate(settings) for p in ("prefill", "decode")]
+    )  # fmt: skip
+    fig = phase_bars_figure(table, log=True)
+    assert [a.text for a in fig.layout.annotations][: len(settings)] == settings

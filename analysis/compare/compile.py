@@ -21,7 +21,9 @@ import pandas as pd
 from analysis.runs.steady import REMAINDER, STEP, RunSteady, ratio_interval, run_steady
 from workloads.names import MODES, PREFILL, phases_for
 
-SAME_CONFIG = ["model", "mode", "device", "precision", "attention", "batch_size", "context_length"]
+SAME_CONFIG = [
+    "model", "mode", "device", "precision", "attention", "batch_size", "context_length", "new_tokens"
+]  # fmt: skip
 # an optional column of the runs: the rest of a configuration its times depend on (instrumentation such as
 # --nvtx-detail or --memory, a plant, the step's knobs, generate's tokens), filled by the caller; runs are
 # paired only within one value of it, which the table does not show
@@ -202,7 +204,7 @@ def compile_comparison(runs: pd.DataFrame, steps: pd.DataFrame, baseline: str | 
                 rows.append({**config, **_remainder(both, e, c, step)})
             rows.append({**config, **step})
     out = pd.DataFrame(rows, columns=COLUMNS)
-    for col in ("batch_size", "context_length"):  # counts print as integers, missing or not
+    for col in ("batch_size", "context_length", "new_tokens"):  # counts print as integers, missing or not
         out[col] = pd.to_numeric(out[col]).astype("Int64")
     # the configuration columns that do not vary say nothing in a table: the caller names them in its title
     out.attrs["priority"] = [

@@ -13,11 +13,14 @@ NO_PAIRS = (
     "no configuration run both eager and compiled: run `harness run tiny --device cpu --steps 3` and "
     "`harness run tiny --device cpu --steps 3 --compile`"
 )
+# a configuration's sizes in its label: two configurations of a model never share one
+SIZES = (("batch_size", "batch"), ("context_length", "context"), ("new_tokens", "new tokens"))
 SIDES = (("eager", "eager (ns)", PALETTE[2]), ("compiled", "compiled (ns)", PALETTE[5]))
 
 
 def _config(row: dict) -> str:
-    parts = [row["model"], row["mode"], row["precision"], row["device"], f"batch {row['batch_size']}"]
+    sizes = [f"{w} {int(row[k])}" for k, w in SIZES if k in row and pd.notna(row[k])]
+    parts = [row["model"], row["mode"], row["precision"], row["device"], *sizes]
     return " · ".join(str(p) for p in parts if p is not None and p == p)
 
 

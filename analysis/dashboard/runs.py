@@ -9,14 +9,23 @@ import pandas as pd
 from analysis.dashboard.style import setting_label
 from workloads.names import CUDA_GRAPH_DECODE, PROGRAM_MODE
 
-# a configuration: what its times depend on (runs of one batch size are no result of another)
-CONFIG_KEYS = ["model", "mode", "precision", "compile", "device", "batch_size", "context_length", "attention"]
+# a configuration: what its times depend on (runs of one batch size are no result of another; generate's
+# decode time and output tokens/s, of the tokens it decodes)
+CONFIG_KEYS = [
+    "model", "mode", "precision", "compile", "device",
+    "batch_size", "context_length", "new_tokens", "attention",
+]  # fmt: skip
 # an optional column of the runs, filled by the caller: what slowed the run's steps beyond its phases, as
 # its options say it ("--nvtx-detail": synchronised block timers, "--memory", "--plant CAUSE"; "" for
 # nothing): no clean time of its configuration while a run without them is stored
 ALTERED = "altered"
 # the parts of a configuration named in its setting where the runs differ in them, as they are named there
-SHAPES = (("batch_size", "batch {}"), ("context_length", "context {}"), ("attention", "{} attention"))
+SHAPES = (
+    ("batch_size", "batch {}"),
+    ("context_length", "context {}"),
+    ("new_tokens", "new tokens {}"),
+    ("attention", "{} attention"),
+)
 GRAPHS = (
     "+cuda-graphs"  # a generate run's setting where it decoded by CUDA-graph replay (`run --cuda-graphs`)
 )
@@ -39,7 +48,7 @@ def with_labels(runs: pd.DataFrame) -> pd.DataFrame:
     """Add `setting` (fp32, bf16+compile, …) and `label` (model · setting · short id) columns.
 
     The setting names the device and the mode (train, forward, generate) where the runs hold more than one,
-    and the batch size, context length and attention where a model's runs hold more than one: two
+    and the batch size, context length, new tokens and attention where a model's runs hold more than one: two
     configurations of a model never share a setting.
     """
     out = runs.copy()

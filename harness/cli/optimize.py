@@ -131,7 +131,7 @@ def optimize_cmd(
         runs = {"--repeats": repeats != opt.DEFAULT_REPEATS, "--ci-target": ci_target is not None,
                 "--budget": budget != opt.DEFAULT_BUDGET, "--profile-dir": profile_dir != PROFILE_DIR,
                 "--nsys-path": nsys_path is not None}  # fmt: skip
-        given = [flag(name) for name in asked(workload, Short())] + [k for k, on in runs.items() if on]
+        given = [flag(name) for name in asked(workload, Short(), ctx)] + [k for k, on in runs.items() if on]
         if given:
             if not names_a_file(target):  # a misspelt model with its run options: say the name is unknown
                 _stored_run(target, results_db.ResultsStore(db, readonly=True))
@@ -147,7 +147,7 @@ def optimize_cmd(
     check_finite_positive("--budget", budget, "number of seconds")
     ready = checked(make_config(target, workload))
     config, device = ready.config, ready.device.type
-    for line in check_effect(config, asked(workload, Short()), device):
+    for line in check_effect(config, asked(workload, Short(), ctx), device):
         warn(line)
     options = NsysOptions(profile_dir=profile_dir, nsys_path=nsys_path, baseline=False)
     checked_nsys = cuda_check_for(nsys_path, device)  # before the store: a refused nsys creates nothing

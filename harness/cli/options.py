@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import text_option, warn
+from harness.cli.common import on_command_line, text_option, warn
 from harness.cli.option_group import F, option_group
 from harness.core.bounds import digits
 from harness.core.devices import DEVICES
@@ -166,11 +166,19 @@ DEFAULT = Workload()
 RENAMED = {"power_period": "power_period_ms", "fix": "fixes"}
 
 
-def asked(workload: Workload, default: Workload = DEFAULT) -> dict[str, Any]:
-    """The options the user gave (a value other than its default), by configuration field, as given."""
-    values = {RENAMED.get(f.name, f.name): getattr(workload, f.name) for f in fields(workload)}
-    defaults = {RENAMED.get(f.name, f.name): getattr(default, f.name) for f in fields(default)}
-    return {k: v.value if isinstance(v, Enum) else v for k, v in values.items() if v != defaults[k]}
+def asked(
+    workload: Workload, default: Workload = DEFAULT, ctx: typer.Context | None = None
+) -> dict[str, Any]:
+    """The options the user gave (a value other than its default, or, with the command's `ctx`, any given
+    on the command line: `--new-tokens 32` with train is as much a generate option as 8), by configuration
+    field, as given."""
+    typed = {f.name for f in fields(workload) if ctx is not None and on_command_line(ctx, f.name)}
+    values = {f.name: getattr(workload, f.name) for f in fields(workload)}
+    return {
+        RENAMED.get(k, k): v.value if isinstance(v, Enum) else v
+        for k, v in values.items()
+        if k in typed or v != getattr(default, k)
+    }
 
 
 def make_config(model: str, workload: Workload) -> RunConfig:
@@ -423,6 +431,7 @@ def prepare(
     args: base.CliArgs,
     *,
     memory: bool = False,
+    ctx: typer.Context | None = None,
 ) -> Prepared:
     """Before any run, once: the configuration checked whole (harness.execution.checks; the layers after
     trust it), an option given that changes nothing here refused or warned of (`check_effect`,
@@ -444,7 +453,7 @@ def prepare(
     auto = ready.config.device == "auto"
     for line in check_profiler_effect(profiler, reads, given, memory, device, auto):
         warn(line)
-    for line in check_effect(ready.config, {**asked(workload), **asked_ranks(ranks)}, device):
+    for line in check_effect(ready.config, {**asked(workload, ctx=ctx), **asked_ranks(ranks)}, device):
         warn(line)  # an option given that changes nothing here
     plugin.check(ready.config, device)
     # nsys: what it may lose of the program's CUDA, and the profile folder; before the store, so that a

@@ -106,7 +106,7 @@ def overhead_cmd(
     if max_time != overhead.DEFAULT_MAX_TIME and ci_target is None:
         raise UsageError("--max-time bounds the rounds --ci-target adds: give --ci-target, or leave it out")
     check_finite_positive("--max-time", max_time, "number of seconds")
-    ready = prepare(model, workload, ranks, db, profiler.value, profiling.values())
+    ready = prepare(model, workload, ranks, db, profiler.value, profiling.values(), ctx=ctx)
     config = ready.config
     with sigterm_raises(), Progress(f"{profiler.value} overhead, {overhead.workload_of(config)}") as progress:
         result = overhead.measure_overhead(

@@ -104,6 +104,7 @@ MemoryOpt = Annotated[
 @operator_options()
 @rank_options()
 def run_cmd(
+    ctx: typer.Context,
     model: Annotated[
         str, typer.Argument(help="Model name: tiny, small, medium, large, xl, 2.7B, gpt2, char, …")
     ],
@@ -130,7 +131,7 @@ def run_cmd(
         "top": view.top,
         "sort": None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
     }
-    ready = prepare(model, workload, ranks, db, chosen, args, memory=memory)
+    ready = prepare(model, workload, ranks, db, chosen, args, memory=memory, ctx=ctx)
     if repeats > 1:
         _repeat(ready.config, ready.store, repeats, format, wide)
         return
@@ -275,7 +276,7 @@ def sweep_cmd(
         checked(c)
         for c in sweep.grid(base, items["--models"], items["--precision"], compiles, batches, contexts)
     ]
-    given = {**asked(workload), **asked_ranks(ranks)}
+    given = {**asked(workload, ctx=ctx), **asked_ranks(ranks)}
     unused = [line for p in points for line in check_effect(p.config, given, p.device.type)]
     configs = [p.config for p in points]
     store = results_db.ResultsStore(db)
