@@ -1,6 +1,6 @@
 """A harness started with SIGINT and SIGHUP ignored (`nohup harness run … &` from a script) keeps them
-ignored through nsys: a SIGINT or SIGHUP to the harness's process group, or straight to the
-harness's own processes under it (its supervisor, the worker), stops nothing."""
+ignored through nsys and torchrun: a SIGINT or SIGHUP to the harness's process group, or straight to the
+harness's own processes under it (its supervisor, torchrun, the workers), stops nothing."""
 
 from __future__ import annotations
 
@@ -67,3 +67,19 @@ def test_a_run_under_nsys_keeps_sigint_and_sighup_ignored(tmp_path: Path, nsys_b
     rep, sqlite = Path(run["nsys_rep"]), Path(run["nsys_sqlite"])
     assert (rep.parent, rep.suffix, sqlite) == (profiles, ".nsys-rep", rep.with_suffix(".sqlite"))
     assert rep.is_file() and sqlite.is_file()
+
+
+@pytest.mark.slow
+def test_a_run_across_ranks_keeps_sigint_and_sighup_ignored(tmp_path: Path) -> None:
+    """torchrun takes SIGINT and SIGHUP over unless told not to: both ranks would have been stopped."""
+    db = tmp_path / "r.sqlite"
+    code, said = signal_everything_once_measuring(
+        ["run", "tiny", *SHORT, "--nproc", "2", "--db", str(db)], tmp_path, 2
+    )
+    assert code == 0, said
+    assert "Traceback" not in said and "interrupted" not in said
+    store = ResultsStore(str(db), readonly=True)
+    (run,) = store.runs().to_dict("records")
+    assert run["status"] == "ok"
+    steps = store.step_timings().groupby("rank")["step"].agg(set).to_dict()
+    assert steps == {0: {0, 1, 2, 3, 4}, 1: {0, 1, 2, 3, 4}}
