@@ -83,9 +83,10 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def logged_steps(tmp: Path) -> int:
-    """Steps the workers under TMPDIR=tmp have finished so far (harness.execution.worker logs each one)."""
+    """Steps the workers under TMPDIR=tmp have finished so far, all ranks together (harness.execution.worker
+    logs each one)."""
     total = 0
-    for log in tmp.glob("harness-*/result.json.steps.jsonl"):
+    for log in tmp.glob("harness-*/result*.json.steps.jsonl"):  # result.rank<R>.json…: a rank's
         try:
             total += len(log.read_text().splitlines())
         except OSError:

@@ -5,13 +5,15 @@ KeyboardInterrupt too, so one `except KeyboardInterrupt` stores an interrupted r
 
 A signal ignored when the harness started (SIGINT of a background job started by a shell that is not
 interactive, or of `nohup`; a `trap '' TERM`) stays ignored: no block here takes it, so it is neither
-raised nor held nor passed on to a child; a SIGINT ignored is ignored in the children too
-(harness.execution.supervisor).
+raised nor held nor passed on to a child; a SIGINT or SIGHUP ignored is ignored in the children too
+(harness.execution.supervisor), also past a program between that resets it (nsys's launcher, torchrun):
+IGNORED_ENV names them, and the worker ignores them again (`keep_ignored`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import signal
 from collections.abc import Iterator
@@ -78,6 +80,25 @@ def ignored(sig: int) -> bool:
         return signal.getsignal(sig) is signal.SIG_IGN
     except ValueError:  # not a signal of this system
         return False
+
+
+# the signals the harness was started ignoring that its children keep ignored, by name: "SIGINT,SIGHUP"
+IGNORED_ENV = "HARNESS_IGNORED_SIGNALS"
+KEPT_IGNORED = (signal.SIGINT, signal.SIGHUP)
+
+
+def ignored_here() -> str:
+    """IGNORED_ENV's value for the children of this process: which of KEPT_IGNORED it ignores."""
+    return ",".join(signal.Signals(sig).name for sig in KEPT_IGNORED if ignored(sig))
+
+
+def keep_ignored() -> None:
+    """Ignore the signals IGNORED_ENV names again: a program between the harness and this process may have
+    set them back to their default (nsys's launcher does)."""
+    names = os.environ.get(IGNORED_ENV, "").split(",")
+    for sig in KEPT_IGNORED:
+        if signal.Signals(sig).name in names:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def _raise_terminated(signum: int, frame: object) -> None:

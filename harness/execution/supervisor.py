@@ -13,8 +13,11 @@
   everything left once that has done no work for GRACE_S (its CPU time, from /proc: `_Grace`), or CAP_S
   after the signal; at a second SIGINT (Ctrl-C twice) or a second SIGTERM (someone insisting) at once;
 - leaves SIGINT and SIGHUP ignored where the harness was started with them ignored (a background job,
-  `nohup`): COMMAND inherits them ignored. SIGTERM it always takes: the harness stops a hung rank with it,
-  and the kernel sends it when the harness dies (a harness ignoring SIGTERM passes none on);
+  `nohup`): COMMAND inherits them ignored, and its environment names them (signals.IGNORED_ENV) for the
+  worker, which nsys's launcher starts with them set back to their default; an ignored SIGINT is also
+  blocked in COMMAND, as nsys takes it over (stopping the capture, or losing its agent). SIGTERM it always
+  takes: the harness stops a hung rank with it, and the kernel sends it when the harness dies (a harness
+  ignoring SIGTERM passes none on);
 - when COMMAND is done, ends what it left behind (SIGTERM, then SIGKILL when the same grace ends: the
   program nsys told to stop may still be writing its result when nsys exits), and if the harness is gone
   removes the folders given with --cleanup (the harness's temporary folders: nobody else will).
@@ -438,7 +441,13 @@ class _Supervisor:
         if self.parent_gone:
             self.remove_folders()
             return -signal.SIGTERM
-        child = subprocess.Popen(self.argv)
+        env = {**os.environ, signals.IGNORED_ENV: signals.ignored_here()}
+        blocked = {sig for sig in (signal.SIGINT,) if signals.ignored(sig)}
+        signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+        try:
+            child = subprocess.Popen(self.argv, env=env)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
         self.wait(child)
         self.end_leftovers()
         _reap()

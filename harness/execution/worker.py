@@ -30,7 +30,7 @@ from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, StepRecord, new_id, result_from_dict, result_to_dict
-from harness.core.signals import first_raises, hand_on, interrupted, name, signal_of
+from harness.core.signals import first_raises, hand_on, interrupted, keep_ignored, name, signal_of
 from harness.execution import supervisor
 from harness.execution.generate import serving_figures
 from harness.execution.ranks import distributed
@@ -64,6 +64,7 @@ def read_steps(result_path: Path) -> list[StepRecord]:
 
 
 def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
+    keep_ignored()
     config_path, result_path = Path(argv[0]), Path(argv[1])
     spec = json.loads(config_path.read_text())
     config = RunConfig(**spec["config"])

@@ -6,6 +6,9 @@ a rank fails, torchrun stops the others and raises ChildFailedError; this writes
 FAILURES.json as {"first": RANK, "ranks": {RANK: {"exitcode", "pid", "message"}}} for the harness
 (harness/execution/ranks/multirank.py) to name the failed rank, and exits 1. torchrun's own report still
 goes to stderr.
+
+A signal this process was started ignoring (SIGINT, SIGHUP: a background job, `nohup`) is left out of the
+signals torchrun takes over, so it stays ignored here and in the ranks: taken, it would stop every rank.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.core import signals
+
 
 def main(argv: list[str]) -> int:
     import torch.distributed.run as torchrun
@@ -23,6 +28,9 @@ def main(argv: list[str]) -> int:
 
     failures_path = Path(argv[0])
     args = torchrun.get_args_parser().parse_args(argv[1:])
+    if hasattr(args, "signals_to_handle"):
+        taken = [name.strip() for name in args.signals_to_handle.split(",")]
+        args.signals_to_handle = ",".join(n for n in taken if not signals.ignored(getattr(signal, n, 0)))
     try:
         torchrun.run(args)
     except ChildFailedError as e:
