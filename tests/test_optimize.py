@@ -671,10 +671,34 @@ def test_ctrl_c_in_a_round_starts_no_other_run_and_keeps_what_finished(tmp_db: s
     assert len(machine.captures) == 1  # the baseline's alone
     assert done.interrupted == 2  # SIGINT
     (t,) = done.tried
-    assert t.verdict == opt.FAILED and len(t.runs) == 1
+    assert t.verdict == opt.STOPPED and len(t.runs) == 1
     runs = store.runs(experiment=done.experiment)
     assert sorted(runs["status"]) == ["interrupted", "ok", "ok", "ok"]  # the capture and the three timed
     assert any("stored as interrupted, no run after it" in n for n in done.notes)
+
+
+@pytest.mark.parametrize("at", [4, 5])  # round 3's run of the configuration before it, of the candidate
+def test_a_run_stopped_in_a_round_leaves_its_change_not_judged_not_failed(tmp_db: str, at: int) -> None:
+    """A timed run that SIGTERM (or Ctrl-C) stopped, as a worker reports it, made its change's verdict
+    `failed: the candidate ended interrupted: …`, as though the change had broken the run; now the change
+    is not judged, with the rounds that finished, its stored run's verdict so too."""
+
+    class Terminated(Stopped):
+        def timed(self, config: RunConfig) -> RunResult:
+            result = super().timed(config)
+            if result.status == "interrupted":
+                result.error = "interrupted by SIGTERM after 0 of 3 measured steps"
+            return result
+
+    machine = Terminated(at, {"loader-workers": 0.6}, ["data-loader"], {})
+    store = ResultsStore(tmp_db)
+    done = run(machine, config(plant="slow-loader"), store, repeats=3)
+    assert done.interrupted == signal.SIGTERM and len(machine.captures) == 1
+    row = opt.verdict_table(done).set_index("Change").loc["loader-workers"]
+    assert (row["Verdict"], row["Rounds"]) == ("not judged: interrupted by SIGTERM after 2 rounds", 2)
+    assert done.accepted == []
+    verdicts = {p.get("verdict") for p in store.runs(experiment=done.experiment)["optimize"]}
+    assert opt.FAILED not in verdicts and (opt.STOPPED in verdicts) == (at == 5)
 
 
 def test_ctrl_c_in_the_baseline_only_runs_ends_there(tmp_db: str) -> None:
