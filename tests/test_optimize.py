@@ -429,6 +429,23 @@ def test_optimize_of_a_fixed_run_offers_a_line_optimize_takes(tmp_db: str, tmp_p
     assert again.exit_code == 1 and "--plant launch-bound sets" not in again.output, again.output
 
 
+def test_optimize_of_a_run_across_ranks_says_its_line_runs_one_process(tmp_db: str) -> None:
+    """A run of `--nproc 2`: its line `harness optimize tiny --device cpu --plant slow-loader` left the ranks
+    out without a word (optimize takes no --nproc), and said it tries the changes on the run's
+    configuration; now the line and each change's Applies say it tries them in one process."""
+    store = ResultsStore(tmp_db)
+    ranked = Machine({}, [], {}).timed(config(plant="slow-loader", nproc=2))
+    found = [{"rule": "data-loader", "at_stake_ns": 7_000_000, "evidence": "the loader's range: 7 ms"}]
+    save_run(store, ranked, advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", ranked.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
+    one = "in one process (optimize runs one; this run ran 2 ranks)"
+    assert rows[0]["Applies"].endswith(f"the `harness optimize` line below tries it {one}")
+    line = "harness optimize tiny --device cpu --plant slow-loader"
+    assert f"`{line}` tries them {one}" in " ".join(r.stderr.split())
+
+
 def test_optimize_of_a_stored_run_without_findings_says_so_without_an_empty_table(tmp_db: str) -> None:
     """For people the lines alone, naming the run (it printed an empty table of proposals above them); json
     keeps its empty list."""

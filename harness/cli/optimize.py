@@ -235,10 +235,11 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
                 else ""
             )
             proposals = prop.proposed_for_run(found, config, run.device)
+            ranks = prop.one_process(config)  # optimize takes no --nproc: said, not silently dropped
             if found:
-                notes.append(f"run {run.id} is the harness's own: `{again}` tries them{unfixed}")
+                notes.append(f"run {run.id} is the harness's own: `{again}` tries them{ranks}{unfixed}")
             elif advice is None:  # never captured: optimize captures it first, and tries what it finds
-                tries = f"captures it and tries what it finds{unfixed}"
+                tries = f"captures it and tries what it finds{ranks}{unfixed}"
                 notes.append(f"run {run.id} is the harness's own: `{again}` {tries}")
     if not found:
         notes.append(f"no finding in {source}: nothing to propose")

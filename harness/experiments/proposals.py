@@ -71,14 +71,19 @@ def proposed_for_run(found: list[dict[str, Any]], config: RunConfig, device: str
     """A stored run of the harness's own: each finding with its fixes, none applied, each saying whether it
     applies to the run's configuration (the harness runs it: `harness optimize MODEL` tries those that do)."""
     out = []
+    tries = "the `harness optimize` line below tries it" + one_process(config)
     for p in proposed(found):
         if p.fix is not None:
             change = applied(p.fix, config, device)
-            p.why = "proposed, not applied: " + (
-                change if isinstance(change, str) else "the `harness optimize` line below tries it"
-            )
+            p.why = "proposed, not applied: " + (change if isinstance(change, str) else tries)
         out.append(p)
     return out
+
+
+def one_process(config: RunConfig) -> str:
+    """What `harness optimize MODEL` leaves out of a run across ranks (it runs one process); "" for one."""
+    ranks = config.world_size
+    return f" in one process (optimize runs one; this run ran {ranks} ranks)" if ranks > 1 else ""
 
 
 def _finding(f: dict[str, Any]) -> tuple[str, int, str]:
