@@ -544,6 +544,29 @@ def test_optimize_of_a_torch_profiler_run_judges_its_trace_as_advise_does(
     assert "fp32-gemm" in rules and "no findings stored" not in r.stderr
 
 
+def test_optimize_of_a_cpu_torch_profiler_run_does_not_promise_what_nsys_cannot_see(tmp_db: str) -> None:
+    """A CPU run under --profiler torch whose host-sync was judged on its operators: its line `harness
+    optimize tiny --device cpu --plant host-sync` was said to try the change, but optimize captures under
+    nsys, where a CPU capture has no CUDA for host-sync: it finds nothing and tries nothing. Said so; a
+    finding nsys sees on the CPU (data-loader) keeps the line that captures it."""
+    store = ResultsStore(tmp_db)
+    result = Machine({}, [], {}).timed(config(plant="host-sync"))
+    found = [
+        {"rule": "host-sync", "at_stake_ns": 6_000, "evidence": "3 aten::_local_scalar_dense"},
+        {"rule": "data-loader", "at_stake_ns": 5_000, "evidence": "the loader's range"},
+    ]
+    save_run(store, result, profiler="torch", advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", result.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
+    applies = {row["Change"]: row["Applies"] for row in rows}
+    assert "holds no CUDA for this rule" in applies["drop-item"]
+    said = " ".join(r.stderr.split())
+    assert f"run {result.run_id}'s host-sync was judged on its torch.profiler operators" in said
+    assert "it would not find them, nor try their changes" in said
+    assert "--plant host-sync` tries them" in said  # data-loader's
+
+
 @pytest.mark.slow
 def test_a_change_is_measured_in_real_alternating_runs(tmp_db: str) -> None:
     """The slow loader and its workers, each run a fresh process; the capture's finding is given (the CPU

@@ -234,9 +234,17 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
                 if config.fixes
                 else ""
             )
-            proposals = prop.proposed_for_run(found, config, run.device)
+            unseen = run_advice.unseen_by_nsys(found, run.profiler, run.device)
+            proposals = prop.proposed_for_run(found, config, run.device, unseen)
             ranks = prop.one_process(config)  # optimize takes no --nproc: said, not silently dropped
-            if found:
+            if unseen:  # seen on a torch.profiler trace's operators: optimize's nsys capture has no CUDA
+                was = "was" if len(unseen) == 1 else "were"
+                notes.append(
+                    f"run {run.id}'s {', '.join(unseen)} {was} judged on its torch.profiler operators: "
+                    f"`{again}` captures under nsys, and a CPU capture holds no CUDA for them: it would not "
+                    "find them, nor try their changes (on a GPU it would)"
+                )
+            if {str(f.get("rule")) for f in found} - set(unseen):
                 notes.append(f"run {run.id} is the harness's own: `{again}` tries them{ranks}{unfixed}")
             elif advice is None:  # never captured: optimize captures it first, and tries what it finds
                 tries = f"captures it and tries what it finds{ranks}{unfixed}"
