@@ -475,6 +475,9 @@ def test_optimize_of_a_stored_run_offers_no_command_to_try_findings_it_has_not(t
     save_run(store, bare)
     said = " ".join(runner.invoke(app, ["optimize", bare.run_id, "--db", tmp_db]).stderr.split())
     assert "tries them" not in said
+    # never judged: not "no finding in run …", which reads as a capture judged clean
+    assert f"no finding in run {bare.run_id}" not in said
+    assert f"run {bare.run_id} has no capture, so no rule was run: nothing to propose" in said
     assert f"run {bare.run_id} is the harness's own: `harness optimize tiny --device cpu` captures it" in said
 
 
