@@ -429,6 +429,23 @@ def test_optimize_of_a_fixed_run_offers_a_line_optimize_takes(tmp_db: str, tmp_p
     assert again.exit_code == 1 and "--plant launch-bound sets" not in again.output, again.output
 
 
+def test_optimize_of_a_run_across_ranks_says_its_line_runs_one_process(tmp_db: str) -> None:
+    """A run of `--nproc 2`: its line `harness optimize tiny --device cpu --plant slow-loader` left the ranks
+    out without a word (optimize takes no --nproc), and said it tries the changes on the run's
+    configuration; now the line and each change's Applies say it tries them in one process."""
+    store = ResultsStore(tmp_db)
+    ranked = Machine({}, [], {}).timed(config(plant="slow-loader", nproc=2))
+    found = [{"rule": "data-loader", "at_stake_ns": 7_000_000, "evidence": "the loader's range: 7 ms"}]
+    save_run(store, ranked, advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", ranked.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
+    one = "in one process (optimize runs one; this run ran 2 ranks)"
+    assert rows[0]["Applies"].endswith(f"the `harness optimize` line below tries it {one}")
+    line = "harness optimize tiny --device cpu --plant slow-loader"
+    assert f"`{line}` tries them {one}" in " ".join(r.stderr.split())
+
+
 def test_optimize_of_a_stored_run_without_findings_says_so_without_an_empty_table(tmp_db: str) -> None:
     """For people the lines alone, naming the run (it printed an empty table of proposals above them); json
     keeps its empty list."""
@@ -458,6 +475,9 @@ def test_optimize_of_a_stored_run_offers_no_command_to_try_findings_it_has_not(t
     save_run(store, bare)
     said = " ".join(runner.invoke(app, ["optimize", bare.run_id, "--db", tmp_db]).stderr.split())
     assert "tries them" not in said
+    # never judged: not "no finding in run …", which reads as a capture judged clean
+    assert f"no finding in run {bare.run_id}" not in said
+    assert f"run {bare.run_id} has no capture, so no rule was run: nothing to propose" in said
     assert f"run {bare.run_id} is the harness's own: `harness optimize tiny --device cpu` captures it" in said
 
 
@@ -525,6 +545,29 @@ def test_optimize_of_a_torch_profiler_run_judges_its_trace_as_advise_does(
     (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
     assert list(dict.fromkeys(row["Finding"] for row in rows)) == rules
     assert "fp32-gemm" in rules and "no findings stored" not in r.stderr
+
+
+def test_optimize_of_a_cpu_torch_profiler_run_does_not_promise_what_nsys_cannot_see(tmp_db: str) -> None:
+    """A CPU run under --profiler torch whose host-sync was judged on its operators: its line `harness
+    optimize tiny --device cpu --plant host-sync` was said to try the change, but optimize captures under
+    nsys, where a CPU capture has no CUDA for host-sync: it finds nothing and tries nothing. Said so; a
+    finding nsys sees on the CPU (data-loader) keeps the line that captures it."""
+    store = ResultsStore(tmp_db)
+    result = Machine({}, [], {}).timed(config(plant="host-sync"))
+    found = [
+        {"rule": "host-sync", "at_stake_ns": 6_000, "evidence": "3 aten::_local_scalar_dense"},
+        {"rule": "data-loader", "at_stake_ns": 5_000, "evidence": "the loader's range"},
+    ]
+    save_run(store, result, profiler="torch", advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", result.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
+    applies = {row["Change"]: row["Applies"] for row in rows}
+    assert "holds no CUDA for this rule" in applies["drop-item"]
+    said = " ".join(r.stderr.split())
+    assert f"run {result.run_id}'s host-sync was judged on its torch.profiler operators" in said
+    assert "it would not find them, nor try their changes" in said
+    assert "--plant host-sync` tries them" in said  # data-loader's
 
 
 @pytest.mark.slow
@@ -671,10 +714,34 @@ def test_ctrl_c_in_a_round_starts_no_other_run_and_keeps_what_finished(tmp_db: s
     assert len(machine.captures) == 1  # the baseline's alone
     assert done.interrupted == 2  # SIGINT
     (t,) = done.tried
-    assert t.verdict == opt.FAILED and len(t.runs) == 1
+    assert t.verdict == opt.STOPPED and len(t.runs) == 1
     runs = store.runs(experiment=done.experiment)
     assert sorted(runs["status"]) == ["interrupted", "ok", "ok", "ok"]  # the capture and the three timed
     assert any("stored as interrupted, no run after it" in n for n in done.notes)
+
+
+@pytest.mark.parametrize("at", [4, 5])  # round 3's run of the configuration before it, of the candidate
+def test_a_run_stopped_in_a_round_leaves_its_change_not_judged_not_failed(tmp_db: str, at: int) -> None:
+    """A timed run that SIGTERM (or Ctrl-C) stopped, as a worker reports it, made its change's verdict
+    `failed: the candidate ended interrupted: …`, as though the change had broken the run; now the change
+    is not judged, with the rounds that finished, its stored run's verdict so too."""
+
+    class Terminated(Stopped):
+        def timed(self, config: RunConfig) -> RunResult:
+            result = super().timed(config)
+            if result.status == "interrupted":
+                result.error = "interrupted by SIGTERM after 0 of 3 measured steps"
+            return result
+
+    machine = Terminated(at, {"loader-workers": 0.6}, ["data-loader"], {})
+    store = ResultsStore(tmp_db)
+    done = run(machine, config(plant="slow-loader"), store, repeats=3)
+    assert done.interrupted == signal.SIGTERM and len(machine.captures) == 1
+    row = opt.verdict_table(done).set_index("Change").loc["loader-workers"]
+    assert (row["Verdict"], row["Rounds"]) == ("not judged: interrupted by SIGTERM after 2 rounds", 2)
+    assert done.accepted == []
+    verdicts = {p.get("verdict") for p in store.runs(experiment=done.experiment)["optimize"]}
+    assert opt.FAILED not in verdicts and (opt.STOPPED in verdicts) == (at == 5)
 
 
 def test_ctrl_c_in_the_baseline_only_runs_ends_there(tmp_db: str) -> None:

@@ -142,6 +142,10 @@ CASES = [
     (["optimize", "missing.sqlite", "-b", "8", "--budget", "60"],
      "error: --batch-size, --budget: of an export or a stored run the findings are read, nothing is run "
      "(run options go with a MODEL)", 2, None),
+    (["advise", "latest", "--rule", "gpu-starv", "-t", "host_wait_share=0.2", "--ignore-health"],
+     "error: --threshold, --ignore-health: for the findings; --rule prints nsys's rules, which take their "
+     "options in nsys's syntax (gpu-low-util:threshold=50)", 2,
+     ["advise", "latest", "-t", "host_wait_share=0.2", "--ignore-health"]),
 ]  # fmt: skip
 
 
@@ -172,7 +176,7 @@ def test_an_option_that_changes_nothing_is_refused_or_warned(
     assert result.exit_code == 1, result.output
     # past the options' checks: stopped by the bad --db, or first, for a capture, by the nsys it names (or,
     # on a machine without one, by none found)
-    after_checks = ("error: cannot open results database", "error: nsys ")
+    after_checks = ("error: cannot open results database", "error: no results database", "error: nsys ")
     assert [x for x in lines(result) if not x.startswith(after_checks)] == []
 
 

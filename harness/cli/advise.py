@@ -15,6 +15,7 @@ from harness.cli.common import DbOpt, RunRefCommand, cli_errors, err, note, run_
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.fit import COMFORTABLE, table_width
 from harness.cli.terminal.output import Format, console_for, emit, emit_many
+from harness.core.errors import UsageError
 from harness.core.records import names_a_file
 from harness.experiments import advice as run_advice
 from harness.store import results as results_db
@@ -99,6 +100,12 @@ def advise_cmd(
 
     specs = list(rule or [])
     run_advice.check_rules(specs)  # a misspelt rule or option is an error before anything is read
+    given = [name for name, on in (("--threshold", threshold), ("--ignore-health", ignore_health)) if on]
+    if specs and given:  # nsys's rules neither rank findings nor look at health: these would change nothing
+        raise UsageError(
+            f"{', '.join(given)}: for the findings; --rule prints nsys's rules, which take their options in "
+            "nsys's syntax (gpu-low-util:threshold=50)"
+        )
     thresholds = run_advice.thresholds_of(list(threshold or []))
     if not names_a_file(report) and specs:  # nsys's rules read the export the run was captured into
         report = str(run_advice.rules_export(results_db.ResultsStore(db, readonly=True), report))

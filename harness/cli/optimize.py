@@ -192,7 +192,7 @@ def _stored_run(target: str, store: results_db.ResultsStore) -> results_db.Run:
 
 def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: bool = False) -> None:
     """An export's or a stored run's findings, with the changes for them, none applied."""
-    path = Path(target)
+    path, judged = Path(target), True
     if names_a_file(target):
         if path.is_dir():  # there, not missing: say what to pass of what it holds, as advise does
             raise UsageError(
@@ -216,9 +216,12 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
         advice = run_advice.advice_of(store, run)  # a torch.profiler run's: its trace judged, as advise does
         found, notes = prop.stored_findings(advice, run.id), []
         proposals = prop.proposed(found)
-        source = f"run {run.id} ({run.mode})"
-        if advice is None:
-            notes.append(f"run {run.id} has no findings stored: profile it (`run --nsys`, `profile -- CMD`)")
+        source, judged = f"run {run.id} ({run.mode})", advice is not None
+        if advice is None:  # no rule was run: not "no finding", which reads as a clean capture
+            notes.append(
+                f"run {run.id} has no capture, so no rule was run: nothing to propose; profile it "
+                "(`run --nsys`, `profile -- CMD`)"
+            )
         if run.mode != "program":
             # its settings, its plant too: without them the configuration tried is not the run's, and has
             # none of the planted cause's findings; optimize's own short runs in place of its steps
@@ -234,14 +237,24 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
                 if config.fixes
                 else ""
             )
-            proposals = prop.proposed_for_run(found, config, run.device)
-            if found:
-                notes.append(f"run {run.id} is the harness's own: `{again}` tries them{unfixed}")
+            unseen = run_advice.unseen_by_nsys(found, run.profiler, run.device)
+            proposals = prop.proposed_for_run(found, config, run.device, unseen)
+            ranks = prop.one_process(config)  # optimize takes no --nproc: said, not silently dropped
+            if unseen:  # seen on a torch.profiler trace's operators: optimize's nsys capture has no CUDA
+                was = "was" if len(unseen) == 1 else "were"
+                notes.append(
+                    f"run {run.id}'s {', '.join(unseen)} {was} judged on its torch.profiler operators: "
+                    f"`{again}` captures under nsys, and a CPU capture holds no CUDA for them: it would not "
+                    "find them, nor try their changes (on a GPU it would)"
+                )
+            if {str(f.get("rule")) for f in found} - set(unseen):
+                notes.append(f"run {run.id} is the harness's own: `{again}` tries them{ranks}{unfixed}")
             elif advice is None:  # never captured: optimize captures it first, and tries what it finds
-                tries = f"captures it and tries what it finds{unfixed}"
+                tries = f"captures it and tries what it finds{ranks}{unfixed}"
                 notes.append(f"run {run.id} is the harness's own: `{again}` {tries}")
     if not found:
-        notes.append(f"no finding in {source}: nothing to propose")
+        if judged:
+            notes.append(f"no finding in {source}: nothing to propose")
         if format is Format.table:  # for people the lines alone: an empty table says nothing more
             for line in notes:
                 note(line)

@@ -20,7 +20,7 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, capture_failures
 from analysis.advice.checks import failed_said as failed_said  # how `advise` names the checks failed
 from analysis.advice.findings import DATA_COLUMN as DATA_COLUMN
-from analysis.advice.findings import RunRecord, Thresholds, advice, findings_table
+from analysis.advice.findings import ON_OPERATORS, RunRecord, Thresholds, advice, findings_table
 from analysis.advice.health import NOT_KNOWN, capture_health
 from analysis.advice.record import (
     GONE,
@@ -377,3 +377,11 @@ def untrusted_checks(checks: list[Check]) -> list[Check]:
 def failed(health: Health) -> bool:
     """Whether any check failed (`health --strict` exits 1)."""
     return health.worst == FAIL
+
+
+def unseen_by_nsys(found: list[dict[str, Any]], profiler: str | None, device: str) -> list[str]:
+    """The rules of `found`, judged on a CPU run's torch.profiler operators, that `harness optimize MODEL`
+    (whose capture is nsys's, with no CUDA on the CPU) would not find, and so not try."""
+    if profiler != "torch" or device != "cpu":
+        return []
+    return sorted({str(f.get("rule")) for f in found} & set(ON_OPERATORS))

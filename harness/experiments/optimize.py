@@ -11,8 +11,8 @@ workloads tried against it, measured, and kept when it is faster.
 3. The effect is on time per token (a larger batch makes a step longer and the tokens cheaper), by the run
    means of both sides with the drift between runs measured for the configurations (analysis.compare.drift):
    faster where the interval lies below zero, slower above, no difference where it lies within ±5% (else
-   inconclusive, with the interval). A faster change is kept:
-   the next candidates stack on it, and the candidate's own findings add theirs.
+   inconclusive, with the interval). A faster change is kept: the next candidates stack on it, and the
+   candidate's own findings add theirs. A run stopped (Ctrl-C, SIGTERM) leaves its change not judged.
 4. `budget` seconds bound it: no run starts that would end after them (the duration of the runs so far
    tells); what was not tried is said so.
 
@@ -253,7 +253,7 @@ def optimize(
             t = Tried(p.fix, p.rule, current, change)
             out.tried.append(t)
             _measure(t, store_run, timed, clock, say, repeats, ci_target, store, out.experiment)
-            if t.verdict in (NOT_RUN, FAILED):
+            if t.verdict in (NOT_RUN, FAILED, STOPPED):
                 continue
             if t.accepted:
                 current = change
@@ -324,12 +324,15 @@ def _measure(
                 _compare(t, store, experiment)
             # stored after the comparison, so the candidate's run carries the verdict so far (the dashboard's)
             store_run(before, "timed", t.base.fixes, None)
+            stopped = bad is not None and bad.status == "interrupted"  # the user's stop, not the change's
             if after is not None:
-                verdict = _verdict(t.per_token, ci_target) if bad is None else FAILED
+                verdict = _verdict(t.per_token, ci_target) if bad is None else STOPPED if stopped else FAILED
                 store_run(after, "timed", t.config.fixes, t.fix, verdict=verdict)
-        if bad is not None:
+        if bad is not None:  # a stop (Ctrl-C, SIGTERM): the rounds that finished are shown, none judged
             which = "the candidate" if bad is after else "the configuration before it"
-            t.verdict, t.why = FAILED, f"{which} ended {bad.status}: {bad.error}"
+            failed = f"{which} ended {bad.status}: {bad.error}"
+            stop = f"{signals.stopped_by(bad.error)} after {counted(len(t.runs), 'round')}"
+            t.verdict, t.why = (STOPPED, stop) if stopped else (FAILED, failed)
             return
         settled = t.per_token is not None and t.per_token.noise_pct < (ci_target or 0)
         if ci_target is not None and rounds >= max(repeats, 2) and settled:
@@ -416,17 +419,14 @@ COLUMNS = [
 
 def _rate(c: Comparison | None) -> float:
     """Tokens/s's change from the time per token's (%)."""
-    return (
-        (100 / (1 + c.effect_pct / 100) - 100) if c is not None and c.effect_pct == c.effect_pct else math.nan
-    )
+    nan = c is None or math.isnan(c.effect_pct)
+    return math.nan if nan or c is None else 100 / (1 + c.effect_pct / 100) - 100
 
 
 def _per_token(c: Comparison | None) -> dict[str, float]:
     """The verdict's figures: time per token's change and its 95% interval (%)."""
-    if c is None:
-        return {}
-    return {"Δ time/token (%)": c.effect_pct, "Time/token CI low (%)": c.ci_low_pct,
-            "Time/token CI high (%)": c.ci_high_pct}  # fmt: skip
+    return {} if c is None else {"Δ time/token (%)": c.effect_pct, "Time/token CI low (%)": c.ci_low_pct,
+                                 "Time/token CI high (%)": c.ci_high_pct}  # fmt: skip
 
 
 def _row(change: str, finding: str, t: Tried | None, verdict: str, nxt: str | None) -> dict[str, Any]:

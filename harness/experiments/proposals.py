@@ -4,6 +4,7 @@ health checks proposes nothing: its findings' time at stake comes from what is l
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,18 +68,31 @@ def proposed(found: list[dict[str, Any]], why: str = NOT_APPLIED) -> list[Propos
     return out
 
 
-def proposed_for_run(found: list[dict[str, Any]], config: RunConfig, device: str) -> list[Proposal]:
+def proposed_for_run(
+    found: list[dict[str, Any]], config: RunConfig, device: str, unseen: Collection[str] = ()
+) -> list[Proposal]:
     """A stored run of the harness's own: each finding with its fixes, none applied, each saying whether it
-    applies to the run's configuration (the harness runs it: `harness optimize MODEL` tries those that do)."""
+    applies to the run's configuration (the harness runs it: `harness optimize MODEL` tries those that do,
+    but for the `unseen` rules, which its capture cannot see)."""
     out = []
+    tries = "the `harness optimize` line below tries it" + one_process(config)
     for p in proposed(found):
         if p.fix is not None:
             change = applied(p.fix, config, device)
-            p.why = "proposed, not applied: " + (
-                change if isinstance(change, str) else "the `harness optimize` line below tries it"
-            )
+            why = change if isinstance(change, str) else NOT_SEEN if p.rule in unseen else tries
+            p.why = "proposed, not applied: " + why
         out.append(p)
     return out
+
+
+# a CPU run under torch.profiler: rules judged on its operators, which optimize's capture (nsys) has not
+NOT_SEEN = "`harness optimize` captures under nsys, and a CPU capture holds no CUDA for this rule to read"
+
+
+def one_process(config: RunConfig) -> str:
+    """What `harness optimize MODEL` leaves out of a run across ranks (it runs one process); "" for one."""
+    ranks = config.world_size
+    return f" in one process (optimize runs one; this run ran {ranks} ranks)" if ranks > 1 else ""
 
 
 def _finding(f: dict[str, Any]) -> tuple[str, int, str]:
