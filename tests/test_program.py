@@ -340,3 +340,26 @@ def test_a_signal_that_ends_the_wait_to_store_the_run_is_the_exit_code(
     done = profile_program(["true"], store=store, profile_dir=tmp_path / "prof", nsys_path=nsys_bin)
     assert done.profile.returncode == 0 and done.unsaved
     assert done.exit_code == 130
+
+
+@pytest.mark.parametrize("dashes", [[], ["--"]])
+def test_the_programs_own_options_are_its_own(
+    tmp_path: Path, tmp_db: str, nsys_bin: str, monkeypatch: pytest.MonkeyPatch, dashes: list[str]
+) -> None:
+    """Words after CMD that a harness option also has (`--db`, `--name`, `--format`, `-h`) go to the
+    program, with or without `--`: the harness neither takes them nor writes a database they name."""
+    from harness.cli import program as cli_program
+    from harness.core.errors import UsageError
+
+    given: list[list[str]] = []
+
+    def profile_program(argv: list[str], **kw: object) -> None:
+        given.append(list(argv))
+        raise UsageError("stop here")
+
+    monkeypatch.setattr(cli_program.programs, "profile_program", profile_program)
+    monkeypatch.chdir(tmp_path)
+    program = ["true", "--db", "theirs.db", "--name", "x", "--format", "json", "-h"]
+    result = runner.invoke(app, ["profile", "--profile-dir", str(tmp_path), *dashes, *program])
+    assert given == [program], result.output
+    assert not (tmp_path / "theirs.db").exists()

@@ -115,5 +115,10 @@ def register(app: typer.Typer) -> None:
     app.command(
         "profile",
         options_metavar="[OPTIONS] -- CMD ARGS…",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        # every word from CMD on is the program's, `--` or not: its `--name`, `--db`, `-h` are its own
+        context_settings={
+            "allow_extra_args": True,
+            "ignore_unknown_options": True,
+            "allow_interspersed_args": False,
+        },
     )(profile_cmd)
