@@ -363,3 +363,39 @@ def test_the_programs_own_options_are_its_own(
     result = runner.invoke(app, ["profile", "--profile-dir", str(tmp_path), *dashes, *program])
     assert given == [program], result.output
     assert not (tmp_path / "theirs.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("nsys_args", "returncode", "error"),
+    [
+        (
+            ["--duration=1"],
+            143,
+            "nsys ended the program with SIGTERM when its --duration=1 ran out (signal 15, exit code 143); "
+            "--nsys-arg=--kill=none lets the program go on past the capture",
+        ),
+        (
+            ["-d", "2", "--kill", "sigkill"],
+            137,
+            "nsys ended the program with SIGKILL when its -d 2 ran out (signal 9, exit code 137); "
+            "--nsys-arg=--kill=none lets the program go on past the capture",
+        ),
+        (["--duration=1"], 139, "the program was killed by SIGSEGV (signal 11, exit code 139)"),
+        (
+            ["--duration=1", "--kill=none"],
+            143,
+            "the program was killed by SIGTERM (signal 15, exit code 143)",
+        ),
+    ],
+)
+def test_a_program_ended_by_nsys_duration_says_nsys_ended_it(
+    nsys_args: list[str], returncode: int, error: str
+) -> None:
+    """`--nsys-arg=--duration=N`: nsys sends its --kill signal when N runs out; the run said the program
+    "was killed by SIGTERM", as if someone else had."""
+    from harness.execution.nsys import ProfileResult
+    from harness.experiments.program import program_result
+
+    prof = ProfileResult(returncode=returncode, rep=None, sqlite=None, qdstrm=None, stderr_tail="")
+    result = program_result("p-1", "p", ["./p"], prof, "2023.4.4.54", nsys_args)
+    assert (result.status, result.error) == ("error", error)

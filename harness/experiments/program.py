@@ -87,9 +87,15 @@ def _environment(nsys_version: str) -> dict[str, str | None]:
 
 
 def program_result(
-    run_id: str, name: str, argv: Sequence[str], prof: ProfileResult, version: str
+    run_id: str,
+    name: str,
+    argv: Sequence[str],
+    prof: ProfileResult,
+    version: str,
+    nsys_args: Sequence[str] = (),
 ) -> RunResult:
-    """The stored run: ok when the program exited 0, interrupted on Ctrl-C/SIGTERM, else error."""
+    """The stored run: ok when the program exited 0, interrupted on Ctrl-C/SIGTERM, else error. A program
+    ended by the signal nsys sends when the --duration in `nsys_args` runs out is said to be ended by nsys."""
     if prof.interrupted:
         when = "while the program ran"
         if prof.held:  # the program ran to its end
@@ -101,6 +107,12 @@ def program_result(
         # nsys gives a program ended by signal N as exit code 128 + N (137: SIGKILL), as a shell does
         code = f", exit code {prof.returncode}" if prof.returncode > 0 else ""
         status, error = "error", f"the program was killed by {_signal_name(sig)} (signal {sig}{code})"
+        timed = nsys.duration_kill_in(nsys_args)
+        if timed is not None and timed[1] == sig:
+            error = (
+                f"nsys ended the program with {_signal_name(sig)} when its {timed[0]} ran out (signal {sig}"
+                f"{code}); --nsys-arg=--kill=none lets the program go on past the capture"
+            )
     else:
         status, error = "error", f"the program exited with code {prof.returncode}"
     return RunResult(
@@ -166,7 +178,7 @@ def profile_program(
         tail = prof.stderr_tail.strip().splitlines()[-5:]
         out.error = "nsys wrote no report; nothing stored" + ("\n" + "\n".join(tail) if tail else "")
         return out
-    out.result = program_result(run_id, name, argv, prof, info.version)
+    out.result = program_result(run_id, name, argv, prof, info.version, nsys_args)
     out.result.extra[nsys.CAPTURE_RANGE] = nsys.capture_range_in(nsys_args)  # read back by `health RUN`
     how = {"profiler": "nsys", "nsys_mode": opts.mode, **report_paths(prof)}
     refused: list[UnsavedRun] = []

@@ -82,6 +82,26 @@ def duration_in(args: Sequence[str]) -> str | None:
     return None
 
 
+KILL_SIGNALS = {"sigterm": 15, "sigkill": 9}
+
+
+def duration_kill_in(args: Sequence[str]) -> tuple[str, int] | None:
+    """The --duration `args` give and the signal nsys ends the program with when it runs out (--kill, as
+    given: sigterm, the default, sigkill or a number); None: no --duration, or --kill=none."""
+    limit = duration_in(args)
+    if limit is None:
+        return None
+    kill = "sigterm"
+    for i, arg in enumerate(args):
+        if arg.startswith("--kill="):
+            kill = arg.removeprefix("--kill=")
+        elif arg == "--kill" and i + 1 < len(args):
+            kill = args[i + 1]
+    kill = kill.strip().lower()
+    sig = KILL_SIGNALS.get(kill, int(kill) if kill.isdigit() else None)
+    return None if sig is None else (limit, sig)
+
+
 def build_profile_command(
     info: NsysInfo, opts: ProfileOptions, target: Sequence[str]
 ) -> tuple[list[str], list[str]]:
