@@ -399,3 +399,25 @@ def test_a_program_ended_by_nsys_duration_says_nsys_ended_it(
     prof = ProfileResult(returncode=returncode, rep=None, sqlite=None, qdstrm=None, stderr_tail="")
     result = program_result("p-1", "p", ["./p"], prof, "2023.4.4.54", nsys_args)
     assert (result.status, result.error) == ("error", error)
+
+
+def test_a_capture_range_that_never_started_is_said(tmp_path: Path, tmp_db: str, nsys_bin: str) -> None:
+    """nsys given a capture range the program never opens writes no report and says only "Generated:"; the
+    error said that and nothing of why, where `run --nsys` names the range that never started."""
+    args = [
+        "profile",
+        "--profile-dir",
+        str(tmp_path),
+        "--nsys-arg=--capture-range=cudaProfilerApi",
+        "--",
+        "true",
+    ]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: the capture range never started (--capture-range=cudaProfilerApi): nsys recorded nothing and "
+        "wrote no report. With --capture-range=nvtx the range named by --nvtx-capture must be pushed (a name "
+        "that is not registered needs NSYS_NVTX_PROFILER_REGISTER_ONLY=0); with cudaProfilerApi the program "
+        "must call cudaProfilerStart; nothing stored\n"
+    ), result.stderr
+    assert ResultsStore(tmp_db, readonly=True).runs().empty

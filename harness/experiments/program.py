@@ -24,7 +24,7 @@ from harness.execution import nsys, supervisor
 from harness.profilers import capture
 from harness.profilers.base import check_writable
 from harness.profilers.capture import report_paths, stored_after
-from harness.profilers.nsys import kept_files
+from harness.profilers.nsys import kept_files, never_started
 from workloads.names import NOT_APPLICABLE
 
 if TYPE_CHECKING:
@@ -177,6 +177,9 @@ def profile_program(
     if prof.rep is None and prof.qdstrm is None:
         tail = prof.stderr_tail.strip().splitlines()[-5:]
         out.error = "nsys wrote no report; nothing stored" + ("\n" + "\n".join(tail) if tail else "")
+        ranged = nsys.capture_range_in(nsys_args)
+        if ranged and prof.returncode == 0 and not prof.interrupted:  # nsys said nothing of why
+            out.error = f"{never_started(ranged)}; nothing stored"
         return out
     out.result = program_result(run_id, name, argv, prof, info.version, nsys_args)
     out.result.extra[nsys.CAPTURE_RANGE] = nsys.capture_range_in(nsys_args)  # read back by `health RUN`
