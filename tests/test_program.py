@@ -393,12 +393,16 @@ def test_a_program_ended_by_nsys_duration_says_nsys_ended_it(
 ) -> None:
     """`--nsys-arg=--duration=N`: nsys sends its --kill signal when N runs out; the run said the program
     "was killed by SIGTERM", as if someone else had."""
+    from harness.core.records import program_signal
     from harness.execution.nsys import ProfileResult
     from harness.experiments.program import program_result
 
     prof = ProfileResult(returncode=returncode, rep=None, sqlite=None, qdstrm=None, stderr_tail="")
     result = program_result("p-1", "p", ["./p"], prof, "2023.4.4.54", nsys_args)
     assert (result.status, result.error) == ("error", error)
+    # nsys ends it after its capture stopped: no "program end" check says the capture lacks anything
+    by_nsys = error.startswith("nsys ended")
+    assert program_signal(result.extra) == (None if by_nsys else returncode - 128)
 
 
 def test_a_capture_range_that_never_started_is_said(tmp_path: Path, tmp_db: str, nsys_bin: str) -> None:
@@ -421,3 +425,24 @@ def test_a_capture_range_that_never_started_is_said(tmp_path: Path, tmp_db: str,
         "must call cudaProfilerStart; nothing stored\n"
     ), result.stderr
     assert ResultsStore(tmp_db, readonly=True).runs().empty
+
+
+@pytest.mark.slow
+def test_a_program_nsys_ended_at_its_duration_is_not_a_broken_capture(
+    tmp_path: Path, tmp_db: str, nsys_bin: str
+) -> None:
+    """nsys stops its capture when --duration runs out, then ends the program: the range still open is in
+    the export, to the capture's end. Health warned "ended by signal 15: … an NVTX range still open then is
+    not in the export at all", when it ran and when the stored run was judged."""
+    script = tmp_path / "long.py"
+    script.write_text("import time, nvtx\nnvtx.push_range('open')\ntime.sleep(30)\n")
+    args = ["profile", "--profile-dir", str(tmp_path / "p"), "--nsys-arg=--duration=1", "--"]
+    done = subprocess.run([sys.executable, "-m", "harness", *args, sys.executable, str(script)],
+                          capture_output=True, text=True, env=_env(tmp_db, nsys_bin))  # fmt: skip
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert "nsys ended the program with SIGTERM when its --duration=1 ran out" in done.stderr
+    stored = ResultsStore(tmp_db, readonly=True).get("latest").advice["health"]["checks"]
+    assert "program end" not in [c["name"] for c in stored]
+    judged = subprocess.run([sys.executable, "-m", "harness", "health", "latest"], capture_output=True,
+                            text=True, env=_env(tmp_db, nsys_bin))  # fmt: skip
+    assert "program end" not in judged.stdout + judged.stderr

@@ -19,7 +19,7 @@ from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
 from harness.core.errors import UsageError
-from harness.core.records import PROGRAM_MODE, RunConfig, RunResult, new_id
+from harness.core.records import ENDED_BY_NSYS, PROGRAM_MODE, RunConfig, RunResult, new_id, program_signal
 from harness.execution import nsys, supervisor
 from harness.profilers import capture
 from harness.profilers.base import check_writable
@@ -96,6 +96,7 @@ def program_result(
 ) -> RunResult:
     """The stored run: ok when the program exited 0, interrupted on Ctrl-C/SIGTERM, else error. A program
     ended by the signal nsys sends when the --duration in `nsys_args` runs out is said to be ended by nsys."""
+    ended_by_nsys = None
     if prof.interrupted:
         when = "while the program ran"
         if prof.held:  # the program ran to its end
@@ -109,6 +110,7 @@ def program_result(
         status, error = "error", f"the program was killed by {_signal_name(sig)} (signal {sig}{code})"
         timed = nsys.duration_kill_in(nsys_args)
         if timed is not None and timed[1] == sig:
+            ended_by_nsys = timed[0]
             error = (
                 f"nsys ended the program with {_signal_name(sig)} when its {timed[0]} ran out (signal {sig}"
                 f"{code}); --nsys-arg=--kill=none lets the program go on past the capture"
@@ -121,7 +123,8 @@ def program_result(
         status=status,
         device=NOT_APPLICABLE,
         error=error,
-        extra={"command": list(argv), "exit_code": prof.returncode},
+        extra={"command": list(argv), "exit_code": prof.returncode}
+        | ({ENDED_BY_NSYS: ended_by_nsys} if ended_by_nsys else {}),
         env=_environment(version),
     )
 
@@ -221,7 +224,7 @@ def after_capture(
     if sqlite is None:
         out.error = f"nsys wrote no SQLite export{kept_files(prof)}"
         return
-    ended = signals.ended_by(prof.returncode)
+    ended = program_signal(out.result.extra)
     seen = capture.examine_program_export(sqlite, tables_format, ended, capture_range)
     out.report, out.error, out.advice = seen.report, seen.error, seen.advice
     out.notes += seen.notes
