@@ -446,3 +446,49 @@ def test_a_program_nsys_ended_at_its_duration_is_not_a_broken_capture(
     judged = subprocess.run([sys.executable, "-m", "harness", "health", "latest"], capture_output=True,
                             text=True, env=_env(tmp_db, nsys_bin))  # fmt: skip
     assert "program end" not in judged.stdout + judged.stderr
+
+
+@pytest.mark.parametrize(
+    ("nsys_args", "said"),
+    [
+        (["/bin/echo"], "error: --nsys-arg '/bin/echo' is not an nsys flag: nsys would run it as the "
+                         "program"),
+        (["-o"], "error: --nsys-arg '-o' has no value: nsys would take the program for it; give it "
+                 "(--nsys-arg=-o --nsys-arg=VALUE)"),
+        (["--trace"], "error: --nsys-arg '--trace' has no value: nsys would take the program for it; give it "
+                      "(--nsys-arg=--trace=VALUE)"),
+    ],
+)  # fmt: skip
+def test_an_nsys_arg_that_would_replace_the_program_is_refused(
+    tmp_path: Path, tmp_db: str, nsys_bin: str, nsys_args: list[str], said: str
+) -> None:
+    """`--nsys-arg=/bin/echo -- true` ran echo with the argument `true` under nsys, stored as a run of
+    `true` that exited 0; `--nsys-arg=-o -- true` gave `true` to -o and profiled nothing."""
+    prof = tmp_path / "p"
+    args = ["profile", "--profile-dir", str(prof), *(f"--nsys-arg={a}" for a in nsys_args), "--", "true"]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(said), result.stderr
+    assert list(tmp_path.iterdir()) == []  # neither the database nor the report folder
+
+
+def test_an_nsys_flag_and_its_value_in_two_nsys_args_are_taken() -> None:
+    from harness.execution.nsys import check_extra_args
+
+    check_extra_args(["-d", "5", "--trace=nvtx", "-h"])
+
+
+def test_an_nsys_flag_without_a_value_is_refused_where_this_nsys_has_it(tmp_path: Path) -> None:
+    """A last flag known to this nsys only (`--kill`): refused when the command is built, before it runs;
+    one nsys does not know is left to nsys to refuse."""
+    from harness.core.errors import UsageError
+    from harness.execution.nsys import ProfileOptions, build_profile_command
+    from harness.execution.nsys.find import NsysInfo
+
+    info = NsysInfo(Path("/opt/nsys"), "2023.4.4.54", frozenset({"kill", "trace"}), "test")
+    with pytest.raises(UsageError, match=r"'--kill' has no value"):
+        build_profile_command(info, ProfileOptions(output=tmp_path / "r", extra_args=["--kill"]), ["true"])
+    argv, _ = build_profile_command(
+        info, ProfileOptions(output=tmp_path / "r", extra_args=["--nope"]), ["true"]
+    )
+    assert argv[-2:] == ["--nope", "true"]

@@ -166,6 +166,7 @@ def profile_program(
 
     check_run_name(name)  # a name, not a path: nothing is written outside profile_dir
     check_program(argv)
+    nsys.check_extra_args(nsys_args)
     info = nsys.find_nsys(nsys_path)
     check_writable(profile_dir)
     # a wrong HARNESS_STATS_FORMAT: said before the run

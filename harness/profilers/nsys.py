@@ -357,6 +357,7 @@ class NsysProfiler(base.Profiler):
     def preflight(self, options: NsysOptions, device_type: str) -> list[str]:
         """The profile folder made, and what this nsys may lose of the run's CUDA, said before the capture
         (an NsysError: refused)."""
+        nsys.check_extra_args(options.extra_args)
         warnings = cuda_check_for(options.nsys_path, device_type, options.force_cuda)
         check_writable(options.profile_dir)  # after: a capture refused leaves no folder behind
         return warnings
