@@ -142,12 +142,20 @@ def test_hta_rules_leave_an_nsys_export_alone(a100_export: Path) -> None:
 def test_hta_rules_that_change_nothing_say_so(a100_export: Path) -> None:
     """`--hta` on an nsys export (no ProfilerStep ranges, whole-ns times) or on alexnet (no steps, whole µs)
     gave the plain numbers without a word, as if they were HTA's rules applied: a note says the rules change
-    nothing there, and why. Without --hta nothing is said."""
-    said = (
+    nothing there, and why (of an nsys export it said "no fraction of a µs in its times", where its times
+    have ns: they are kept, not rounded). Without --hta nothing is said."""
+    head = (
         "note: HTA's load rules change nothing here: the trace has no ProfilerStep ranges (HTA leaves out "
-        "the last of two or more) and no fraction of a µs in its times to round"
+        "the last of two or more) and "
     )
-    for path in (a100_export, trace_path("alexnet")):
+    for path, why in (
+        (
+            a100_export,
+            "HTA rounds only a Kineto trace's fractional µs, and this nsys export's times are kept to the ns",
+        ),
+        (trace_path("alexnet"), "no fraction of a µs in its times to round"),
+    ):
+        said = head + why
         for command in ("kernels", "breakdown"):
             ruled = runner.invoke(app, [command, str(path), "--hta", "-f", "csv"])
             assert ruled.exit_code == 0, ruled.output

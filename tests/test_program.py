@@ -340,3 +340,155 @@ def test_a_signal_that_ends_the_wait_to_store_the_run_is_the_exit_code(
     done = profile_program(["true"], store=store, profile_dir=tmp_path / "prof", nsys_path=nsys_bin)
     assert done.profile.returncode == 0 and done.unsaved
     assert done.exit_code == 130
+
+
+@pytest.mark.parametrize("dashes", [[], ["--"]])
+def test_the_programs_own_options_are_its_own(
+    tmp_path: Path, tmp_db: str, nsys_bin: str, monkeypatch: pytest.MonkeyPatch, dashes: list[str]
+) -> None:
+    """Words after CMD that a harness option also has (`--db`, `--name`, `--format`, `-h`) go to the
+    program, with or without `--`: the harness neither takes them nor writes a database they name."""
+    from harness.cli import program as cli_program
+    from harness.core.errors import UsageError
+
+    given: list[list[str]] = []
+
+    def profile_program(argv: list[str], **kw: object) -> None:
+        given.append(list(argv))
+        raise UsageError("stop here")
+
+    monkeypatch.setattr(cli_program.programs, "profile_program", profile_program)
+    monkeypatch.chdir(tmp_path)
+    program = ["true", "--db", "theirs.db", "--name", "x", "--format", "json", "-h"]
+    result = runner.invoke(app, ["profile", "--profile-dir", str(tmp_path), *dashes, *program])
+    assert given == [program], result.output
+    assert not (tmp_path / "theirs.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("nsys_args", "returncode", "error"),
+    [
+        (
+            ["--duration=1"],
+            143,
+            "nsys ended the program with SIGTERM when its --duration=1 ran out (signal 15, exit code 143); "
+            "--nsys-arg=--kill=none lets the program go on past the capture",
+        ),
+        (
+            ["-d", "2", "--kill", "sigkill"],
+            137,
+            "nsys ended the program with SIGKILL when its -d 2 ran out (signal 9, exit code 137); "
+            "--nsys-arg=--kill=none lets the program go on past the capture",
+        ),
+        (["--duration=1"], 139, "the program was killed by SIGSEGV (signal 11, exit code 139)"),
+        (
+            ["--duration=1", "--kill=none"],
+            143,
+            "the program was killed by SIGTERM (signal 15, exit code 143)",
+        ),
+    ],
+)
+def test_a_program_ended_by_nsys_duration_says_nsys_ended_it(
+    nsys_args: list[str], returncode: int, error: str
+) -> None:
+    """`--nsys-arg=--duration=N`: nsys sends its --kill signal when N runs out; the run said the program
+    "was killed by SIGTERM", as if someone else had."""
+    from harness.core.records import program_signal
+    from harness.execution.nsys import ProfileResult
+    from harness.experiments.program import program_result
+
+    prof = ProfileResult(returncode=returncode, rep=None, sqlite=None, qdstrm=None, stderr_tail="")
+    result = program_result("p-1", "p", ["./p"], prof, "2023.4.4.54", nsys_args)
+    assert (result.status, result.error) == ("error", error)
+    # nsys ends it after its capture stopped: no "program end" check says the capture lacks anything
+    by_nsys = error.startswith("nsys ended")
+    assert program_signal(result.extra) == (None if by_nsys else returncode - 128)
+
+
+def test_a_capture_range_that_never_started_is_said(tmp_path: Path, tmp_db: str, nsys_bin: str) -> None:
+    """nsys given a capture range the program never opens writes no report and says only "Generated:"; the
+    error said that and nothing of why, where `run --nsys` names the range that never started."""
+    args = [
+        "profile",
+        "--profile-dir",
+        str(tmp_path),
+        "--nsys-arg=--capture-range=cudaProfilerApi",
+        "--",
+        "true",
+    ]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "error: the capture range never started (--capture-range=cudaProfilerApi): nsys recorded nothing and "
+        "wrote no report. With --capture-range=nvtx the range named by --nvtx-capture must be pushed (a name "
+        "that is not registered needs NSYS_NVTX_PROFILER_REGISTER_ONLY=0); with cudaProfilerApi the program "
+        "must call cudaProfilerStart; nothing stored\n"
+    ), result.stderr
+    assert ResultsStore(tmp_db, readonly=True).runs().empty
+
+
+@pytest.mark.slow
+def test_a_program_nsys_ended_at_its_duration_is_not_a_broken_capture(
+    tmp_path: Path, tmp_db: str, nsys_bin: str
+) -> None:
+    """nsys stops its capture when --duration runs out, then ends the program: the range still open is in
+    the export, to the capture's end. Health warned "ended by signal 15: … an NVTX range still open then is
+    not in the export at all", when it ran and when the stored run was judged."""
+    script = tmp_path / "long.py"
+    script.write_text("import time, nvtx\nnvtx.push_range('open')\ntime.sleep(30)\n")
+    args = ["profile", "--profile-dir", str(tmp_path / "p"), "--nsys-arg=--duration=1", "--"]
+    done = subprocess.run([sys.executable, "-m", "harness", *args, sys.executable, str(script)],
+                          capture_output=True, text=True, env=_env(tmp_db, nsys_bin))  # fmt: skip
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert "nsys ended the program with SIGTERM when its --duration=1 ran out" in done.stderr
+    stored = ResultsStore(tmp_db, readonly=True).get("latest").advice["health"]["checks"]
+    assert "program end" not in [c["name"] for c in stored]
+    judged = subprocess.run([sys.executable, "-m", "harness", "health", "latest"], capture_output=True,
+                            text=True, env=_env(tmp_db, nsys_bin))  # fmt: skip
+    assert "program end" not in judged.stdout + judged.stderr
+
+
+@pytest.mark.parametrize(
+    ("nsys_args", "said"),
+    [
+        (["/bin/echo"], "error: --nsys-arg '/bin/echo' is not an nsys flag: nsys would run it as the "
+                         "program"),
+        (["-o"], "error: --nsys-arg '-o' has no value: nsys would take the program for it; give it "
+                 "(--nsys-arg=-o --nsys-arg=VALUE)"),
+        (["--trace"], "error: --nsys-arg '--trace' has no value: nsys would take the program for it; give it "
+                      "(--nsys-arg=--trace=VALUE)"),
+    ],
+)  # fmt: skip
+def test_an_nsys_arg_that_would_replace_the_program_is_refused(
+    tmp_path: Path, tmp_db: str, nsys_bin: str, nsys_args: list[str], said: str
+) -> None:
+    """`--nsys-arg=/bin/echo -- true` ran echo with the argument `true` under nsys, stored as a run of
+    `true` that exited 0; `--nsys-arg=-o -- true` gave `true` to -o and profiled nothing."""
+    prof = tmp_path / "p"
+    args = ["profile", "--profile-dir", str(prof), *(f"--nsys-arg={a}" for a in nsys_args), "--", "true"]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(said), result.stderr
+    assert list(tmp_path.iterdir()) == []  # neither the database nor the report folder
+
+
+def test_an_nsys_flag_and_its_value_in_two_nsys_args_are_taken() -> None:
+    from harness.execution.nsys import check_extra_args
+
+    check_extra_args(["-d", "5", "--trace=nvtx", "-h"])
+
+
+def test_an_nsys_flag_without_a_value_is_refused_where_this_nsys_has_it(tmp_path: Path) -> None:
+    """A last flag known to this nsys only (`--kill`): refused when the command is built, before it runs;
+    one nsys does not know is left to nsys to refuse."""
+    from harness.core.errors import UsageError
+    from harness.execution.nsys import ProfileOptions, build_profile_command
+    from harness.execution.nsys.find import NsysInfo
+
+    info = NsysInfo(Path("/opt/nsys"), "2023.4.4.54", frozenset({"kill", "trace"}), "test")
+    with pytest.raises(UsageError, match=r"'--kill' has no value"):
+        build_profile_command(info, ProfileOptions(output=tmp_path / "r", extra_args=["--kill"]), ["true"])
+    argv, _ = build_profile_command(
+        info, ProfileOptions(output=tmp_path / "r", extra_args=["--nope"]), ["true"]
+    )
+    assert argv[-2:] == ["--nope", "true"]

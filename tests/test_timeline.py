@@ -44,3 +44,17 @@ def test_gpu_step(a100_export: Path, tmp_path: Path) -> None:
 def test_no_steps(a100_export: Path) -> None:
     with pytest.raises(ExportError, match="no 'step' NVTX ranges"):
         step_events(open_trace(a100_export))
+
+
+def test_a_phase_not_in_a_step_names_the_ranges_it_holds(cpu_export: Path) -> None:
+    """`timeline --step N --phase P` with no range P in step N said only that: the names it could take
+    were nowhere (a Kineto trace's `## backward ##`, a capital letter), now the step's ranges follow, those
+    holding P first."""
+    from analysis.views.timeline import window_of
+
+    trace = open_trace(cpu_export)
+    with pytest.raises(ExportError) as refused:
+        window_of(trace, step=1, phase="Forward")
+    assert str(refused.value) == (
+        f"no 'Forward' range in step 1 of {cpu_export}: its ranges are 'forward', 'backward', 'optimizer'"
+    )

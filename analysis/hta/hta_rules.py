@@ -99,9 +99,15 @@ class HtaView(TraceView):
             self.note("HTA's load rules: times rounded inward to whole µs")
         else:  # the numbers are those without the rules: said, not left to look like HTA's
             steps = f"one profiler step ({every.iloc[0]})" if len(every) else f"no {STEP_MARK} ranges"
+            rounds = (
+                "HTA rounds only a Kineto trace's fractional µs, and this nsys export's times are kept to "
+                "the ns"
+                if self.base.format == "nsys-sqlite"
+                else "no fraction of a µs in its times to round"
+            )
             self.note(
                 f"HTA's load rules change nothing here: the trace has {steps} (HTA leaves out the last of "
-                "two or more) and no fraction of a µs in its times to round"
+                f"two or more) and {rounds}"
             )
         return self._last_step
 

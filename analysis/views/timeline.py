@@ -354,12 +354,32 @@ def window_of(
         theirs = payload[inside.index]
         inside = inside[(theirs.isna() | (theirs == step)).fillna(True).to_numpy(dtype=bool)]
     if inside.empty:
-        raise ExportError(f"no '{phase}' range in step {step} of {trace.path}")
+        raise ExportError(
+            f"no '{phase}' range in step {step} of {trace.path}{_ranges_in(nvtx, lo, hi, steps, phase)}"
+        )
     followers = nvtx[phases | nvtx["range_id"].isin(steps["range_id"]).to_numpy()]
     ends = _closed_ends(
         trace, inside, followers, open_ends, f"step {step}'s {phase} range", "range", bound=hi
     )
     return int(inside["start"].min()), int(np.minimum(ends, hi).max())
+
+
+SHOWN_NAMES = 8  # range names a refused --phase lists
+
+
+def _ranges_in(nvtx: pd.DataFrame, lo: int, hi: int, steps: pd.DataFrame, phase: str) -> str:
+    """The names of the ranges that start in `lo`..`hi` (a step), but the step ranges, as `--phase` takes
+    them, those holding `phase` first: a phase asked for by another name (`backward` for Kineto's
+    `## backward ##`) is then found."""
+    names = nvtx["name"][
+        (nvtx["start"] >= lo) & (nvtx["start"] <= hi) & ~nvtx["range_id"].isin(steps["range_id"])
+    ]
+    asked = phase.casefold()
+    shown = sorted(set(names.dropna().astype(str)), key=lambda n: (asked not in n.casefold(), n))
+    if not shown:
+        return ": the step holds no other range"
+    more = f", and {len(shown) - SHOWN_NAMES:,} more" if len(shown) > SHOWN_NAMES else ""
+    return ": its ranges are " + ", ".join(repr(n) for n in shown[:SHOWN_NAMES]) + more
 
 
 def _open_from(trace: Trace, nvtx: pd.DataFrame) -> tuple[int | None, bool]:

@@ -12,6 +12,7 @@ from harness.cli.options import NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.cli.terminal.output import Format, emit_many
 from harness.core.bounds import check_run_name
 from harness.core.signals import sigterm_raises
+from harness.execution.nsys.launch import check_extra_args
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,6 +46,7 @@ def profile_cmd(
 
     check_run_name(name)
     programs.check_program(ctx.args)  # a usage error first, whatever the nsys
+    check_extra_args(nsys_arg or [])
     # the program's CUDA is unknown: what this nsys may lose of the driver's, said before it runs; checked
     # before the store, so that a refused nsys creates no database
     checked_nsys = nsys_profiler.cuda_check_for(nsys_path, None)
@@ -115,5 +117,10 @@ def register(app: typer.Typer) -> None:
     app.command(
         "profile",
         options_metavar="[OPTIONS] -- CMD ARGS…",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        # every word from CMD on is the program's, `--` or not: its `--name`, `--db`, `-h` are its own
+        context_settings={
+            "allow_extra_args": True,
+            "ignore_unknown_options": True,
+            "allow_interspersed_args": False,
+        },
     )(profile_cmd)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.bounds import INT64_MAX, digits
+from harness.core.signals import ended_by
 from workloads.names import GENERATE_PHASES, PHASES_BY_MODE, PROGRAM_MODE, TRAIN_PHASES, phases_for
 from workloads.names import STEP as STEP_RANGE
 from workloads.plants import catalogue
@@ -32,6 +33,16 @@ UNTIMED_FIELDS = frozenset(
 )
 # the result.extra (and stored summary) key of the capture range nsys was given: None, none
 CAPTURE_RANGE = "capture_range"
+# the summary key of a program's run that nsys ended when its --duration ran out: that --duration, as given
+ENDED_BY_NSYS = "ended_by_nsys"
+
+
+def program_signal(summary: dict[str, Any]) -> int | None:
+    """The signal that ended a profiled program (`profile -- CMD`), from its stored exit code; None where it
+    exited, or where nsys ended it after its capture had stopped (--duration): nothing is then missing."""
+    return None if summary.get(ENDED_BY_NSYS) else ended_by(summary.get("exit_code"))
+
+
 GENERATE_ONLY = frozenset({"new_tokens", "cuda_graphs"})  # RunConfig fields only a generate run reads
 # `--nsys-mode`, as a run under nsys is stored (harness.execution.nsys.launch gives each its flags)
 NSYS_MODES = ("light", "full")

@@ -48,7 +48,7 @@ from analysis.trace.opening import require_events
 from harness.core import signals
 from harness.core.errors import UsageError
 from harness.core.machine import BASELINE_RUN, busy_of
-from harness.core.records import PROGRAM_MODE, stored_phases
+from harness.core.records import PROGRAM_MODE, program_signal, stored_phases
 from harness.execution.nsys import CAPTURE_RANGE, export_report
 from harness.experiments.roofline import optimizer_roof
 from harness.experiments.run_tables import agreement_frame
@@ -143,7 +143,7 @@ def measured_of(store: ResultsStore, run: Run) -> Measured:
         busy=busy_of(loads),
         baseline=against,
         record=run_record(store, run, steps),
-        signal=signals.ended_by((run.summary or {}).get("exit_code")),  # a program's (`profile -- CMD`)
+        signal=program_signal(run.summary or {}),  # a program's (`profile -- CMD`)
         stop=_stop(run, steps),
         # the capture range nsys was given, kept with runs under nsys (a run stored without it: not known)
         capture_range=(run.summary or {}).get(CAPTURE_RANGE, NOT_KNOWN),

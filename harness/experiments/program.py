@@ -19,12 +19,12 @@ from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
 from harness.core.errors import UsageError
-from harness.core.records import PROGRAM_MODE, RunConfig, RunResult, new_id
+from harness.core.records import ENDED_BY_NSYS, PROGRAM_MODE, RunConfig, RunResult, new_id, program_signal
 from harness.execution import nsys, supervisor
 from harness.profilers import capture
 from harness.profilers.base import check_writable
 from harness.profilers.capture import report_paths, stored_after
-from harness.profilers.nsys import kept_files
+from harness.profilers.nsys import kept_files, never_started
 from workloads.names import NOT_APPLICABLE
 
 if TYPE_CHECKING:
@@ -87,9 +87,16 @@ def _environment(nsys_version: str) -> dict[str, str | None]:
 
 
 def program_result(
-    run_id: str, name: str, argv: Sequence[str], prof: ProfileResult, version: str
+    run_id: str,
+    name: str,
+    argv: Sequence[str],
+    prof: ProfileResult,
+    version: str,
+    nsys_args: Sequence[str] = (),
 ) -> RunResult:
-    """The stored run: ok when the program exited 0, interrupted on Ctrl-C/SIGTERM, else error."""
+    """The stored run: ok when the program exited 0, interrupted on Ctrl-C/SIGTERM, else error. A program
+    ended by the signal nsys sends when the --duration in `nsys_args` runs out is said to be ended by nsys."""
+    ended_by_nsys = None
     if prof.interrupted:
         when = "while the program ran"
         if prof.held:  # the program ran to its end
@@ -101,6 +108,13 @@ def program_result(
         # nsys gives a program ended by signal N as exit code 128 + N (137: SIGKILL), as a shell does
         code = f", exit code {prof.returncode}" if prof.returncode > 0 else ""
         status, error = "error", f"the program was killed by {_signal_name(sig)} (signal {sig}{code})"
+        timed = nsys.duration_kill_in(nsys_args)
+        if timed is not None and timed[1] == sig:
+            ended_by_nsys = timed[0]
+            error = (
+                f"nsys ended the program with {_signal_name(sig)} when its {timed[0]} ran out (signal {sig}"
+                f"{code}); --nsys-arg=--kill=none lets the program go on past the capture"
+            )
     else:
         status, error = "error", f"the program exited with code {prof.returncode}"
     return RunResult(
@@ -109,7 +123,8 @@ def program_result(
         status=status,
         device=NOT_APPLICABLE,
         error=error,
-        extra={"command": list(argv), "exit_code": prof.returncode},
+        extra={"command": list(argv), "exit_code": prof.returncode}
+        | ({ENDED_BY_NSYS: ended_by_nsys} if ended_by_nsys else {}),
         env=_environment(version),
     )
 
@@ -151,6 +166,7 @@ def profile_program(
 
     check_run_name(name)  # a name, not a path: nothing is written outside profile_dir
     check_program(argv)
+    nsys.check_extra_args(nsys_args)
     info = nsys.find_nsys(nsys_path)
     check_writable(profile_dir)
     # a wrong HARNESS_STATS_FORMAT: said before the run
@@ -165,8 +181,11 @@ def profile_program(
     if prof.rep is None and prof.qdstrm is None:
         tail = prof.stderr_tail.strip().splitlines()[-5:]
         out.error = "nsys wrote no report; nothing stored" + ("\n" + "\n".join(tail) if tail else "")
+        ranged = nsys.capture_range_in(nsys_args)
+        if ranged and prof.returncode == 0 and not prof.interrupted:  # nsys said nothing of why
+            out.error = f"{never_started(ranged)}; nothing stored"
         return out
-    out.result = program_result(run_id, name, argv, prof, info.version)
+    out.result = program_result(run_id, name, argv, prof, info.version, nsys_args)
     out.result.extra[nsys.CAPTURE_RANGE] = nsys.capture_range_in(nsys_args)  # read back by `health RUN`
     how = {"profiler": "nsys", "nsys_mode": opts.mode, **report_paths(prof)}
     refused: list[UnsavedRun] = []
@@ -206,7 +225,7 @@ def after_capture(
     if sqlite is None:
         out.error = f"nsys wrote no SQLite export{kept_files(prof)}"
         return
-    ended = signals.ended_by(prof.returncode)
+    ended = program_signal(out.result.extra)
     seen = capture.examine_program_export(sqlite, tables_format, ended, capture_range)
     out.report, out.error, out.advice = seen.report, seen.error, seen.advice
     out.notes += seen.notes

@@ -302,12 +302,7 @@ def after_capture(
     if prof.sqlite is None:
         out.error = f"nsys wrote no SQLite export{files}"
         if ranged and prof.rep is None:  # nsys 2022.4 writes no report at all for a range never started
-            out.error = (
-                f"the capture range never started ({ranged}): nsys recorded nothing and wrote no report. "
-                "With --capture-range=nvtx the range named by --nvtx-capture must be pushed (a name "
-                "that is not registered needs NSYS_NVTX_PROFILER_REGISTER_ONLY=0); with cudaProfilerApi the "
-                "program must call cudaProfilerStart"
-            )
+            out.error = never_started(ranged)
         return
     out.error = seen.error
     found.update(seen.stored)
@@ -317,6 +312,16 @@ def after_capture(
     serving = result.extra.get("serving")
     if serving is not None and DECODE in seen.busy:  # generate: decode's GPU-busy share, a serving figure
         serving["decode_gpu_busy"] = seen.busy[DECODE]
+
+
+def never_started(ranged: str) -> str:
+    """Why nsys given the capture range `ranged` wrote no report: the range never started."""
+    return (
+        f"the capture range never started ({ranged}): nsys recorded nothing and wrote no report. "
+        "With --capture-range=nvtx the range named by --nvtx-capture must be pushed (a name "
+        "that is not registered needs NSYS_NVTX_PROFILER_REGISTER_ONLY=0); with cudaProfilerApi the "
+        "program must call cudaProfilerStart"
+    )
 
 
 def stopped(out: ProfiledRun, seen: RunExamination, found: dict[str, Any]) -> None:
@@ -352,6 +357,7 @@ class NsysProfiler(base.Profiler):
     def preflight(self, options: NsysOptions, device_type: str) -> list[str]:
         """The profile folder made, and what this nsys may lose of the run's CUDA, said before the capture
         (an NsysError: refused)."""
+        nsys.check_extra_args(options.extra_args)
         warnings = cuda_check_for(options.nsys_path, device_type, options.force_cuda)
         check_writable(options.profile_dir)  # after: a capture refused leaves no folder behind
         return warnings

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core.errors import NsysError, os_reason
+from harness.core.errors import NsysError, UsageError, os_reason
 from harness.core.signals import name
 from harness.execution import supervisor
 from harness.execution.nsys.export import (
@@ -82,6 +82,48 @@ def duration_in(args: Sequence[str]) -> str | None:
     return None
 
 
+KILL_SIGNALS = {"sigterm": 15, "sigkill": 9}
+
+
+def duration_kill_in(args: Sequence[str]) -> tuple[str, int] | None:
+    """The --duration `args` give and the signal nsys ends the program with when it runs out (--kill, as
+    given: sigterm, the default, sigkill or a number); None: no --duration, or --kill=none."""
+    limit = duration_in(args)
+    if limit is None:
+        return None
+    kill = "sigterm"
+    for i, arg in enumerate(args):
+        if arg.startswith("--kill="):
+            kill = arg.removeprefix("--kill=")
+        elif arg == "--kill" and i + 1 < len(args):
+            kill = args[i + 1]
+    kill = kill.strip().lower()
+    sig = KILL_SIGNALS.get(kill, int(kill) if kill.isdigit() else None)
+    return None if sig is None else (limit, sig)
+
+
+def check_extra_args(args: Sequence[str], flags: frozenset[str] = frozenset()) -> None:
+    """--nsys-arg words nsys would read as the program or as a flag's value: a word that is no flag nor the
+    value of the flag before it would be run in place of the program given, and a last flag of nsys (one of
+    SHORT_FLAGS, or of `flags`: this nsys's) with its value missing would take the program's name for it
+    (every flag of `nsys profile` takes a value). A flag nsys does not know is left to nsys to refuse."""
+    for i, arg in enumerate(args):
+        before = args[i - 1] if i else ""
+        if arg.startswith("-") or (before.startswith("-") and "=" not in before):
+            continue
+        raise UsageError(
+            f"--nsys-arg {arg!r} is not an nsys flag: nsys would run it as the program, in place of the one "
+            "given; give each flag with its value in one word (--nsys-arg=--duration=5)"
+        )
+    last = args[-1] if args else ""
+    known = last in SHORT_FLAGS or last.removeprefix("--") in {*SHORT_FLAGS.values(), *flags}
+    if known and last.startswith("-") and "=" not in last and last not in ("-h", "--help"):
+        given = f"--nsys-arg={last}=VALUE" if last.startswith("--") else f"--nsys-arg={last} --nsys-arg=VALUE"
+        raise UsageError(
+            f"--nsys-arg {last!r} has no value: nsys would take the program for it; give it ({given})"
+        )
+
+
 def build_profile_command(
     info: NsysInfo, opts: ProfileOptions, target: Sequence[str]
 ) -> tuple[list[str], list[str]]:
@@ -89,6 +131,7 @@ def build_profile_command(
 
     `extra_args` come last and replace any default flag of the same name.
     """
+    check_extra_args(opts.extra_args, info.flags)
     defaults = [f"--trace={','.join(opts.trace)}"]
     if "cuda" in opts.trace:
         # each kernel of a CUDA graph, not one record per replay: nsys 2023.4 under CUDA 13 recorded nothing
