@@ -358,6 +358,31 @@ def test_a_loader_on_a_cpu_capture_is_not_said_to_idle_a_gpu(tmp_path: Path) -> 
     assert "with the GPU idle" in gpu.evidence and "pin_memory=True" in gpu.fix
 
 
+def test_another_programs_loader_workers_are_not_this_programs_loader(tmp_path: Path) -> None:
+    """nsys names every process of the machine, another program's DataLoader workers too (pids below the
+    program's, started before it): they made the gaps between cpu-train's steps "data loading" in a program
+    with no loader. A worker the program forked (a pid above its own, 26286) is its loader's."""
+
+    def with_worker(pid: int) -> Path:
+        return derive(
+            need(CPU_DIR / "report.sqlite"),
+            tmp_path / f"worker-{pid}.sqlite",
+            "INSERT INTO StringIds (id, value) VALUES (1000000, 'pt_data_worker')",
+            "INSERT INTO ThreadNames (nameId, priority, globalTid) "
+            f"VALUES (1000000, 0, {(1 << 48) | (pid << 24) | pid})",
+        )
+
+    low = Thresholds(data_loading_share=0.0001)
+    with open_trace(with_worker(26200), cache=False) as trace:
+        found = findings(trace, low)
+    assert "data-loader" not in {f.rule for f in found}
+    assert _rule(found, "host-gap").evidence.startswith("7 gaps between steps take 0.167 ms")
+    with open_trace(with_worker(26300), cache=False) as trace:
+        loader = _rule(findings(trace, low), "data-loader")
+    assert loader.evidence.startswith("7 gaps between steps with DataLoader workers alive")
+    assert loader.evidence.endswith("; 1 DataLoader threads (pt_data_worker)")
+
+
 def test_exposed_communication_fires_on_diff_control_and_silent_on_nccl(nccl: Trace) -> None:
     """diff-control: NCCL kernels run 163.535 ms, 87.921 ms of it with no compute kernel beside them, 18.9%
     of the GPU's span: a finding. The share overlapped agrees with comm_comp_overlap (HTA's table).

@@ -13,6 +13,7 @@ from analysis.advice.base import LOADER_RANGES, LOADER_THREADS, Finding, Seen
 from analysis.advice.health import overhead_in_phases
 from analysis.advice.where import inside, ms, named_ranges
 from analysis.intervals import clipped_sums
+from analysis.readers.global_ids import pid_of
 from workloads.names import FORWARD, OPTIMIZER, counted
 
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
@@ -117,7 +118,15 @@ def _outermost(rs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _loader_threads(seen: Seen) -> dict[int, str]:
-    return {t: n for t, n in seen.threads.items() if n in LOADER_THREADS}
+    """The DataLoader threads of the program that ran the steps. nsys names every process of the machine
+    (its PROCESSES and ThreadNames tables), another program's loader workers too, and traces none of a
+    program's forked workers: a worker is forked by the program, after it, so its pid is above the lowest
+    pid that ran steps (a worker of a process started later, or past a wrap of the pids, is not told
+    apart)."""
+    if seen.steps.empty:
+        return {}
+    first = int(pid_of(seen.steps["pid"].to_numpy()).min())
+    return {t: n for t, n in seen.threads.items() if n in LOADER_THREADS and int(pid_of(t)) >= first}
 
 
 def loading_and_gaps(seen: Seen) -> list[Finding]:
