@@ -19,7 +19,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import QueryContext
 
 from harness.core.errors import HarnessError
-from harness.core.records import NSYS_MODES, PROGRAM_MODE
+from harness.core.records import CONFIG_DEFAULTS, NSYS_MODES, PROGRAM_MODE, RunConfig
 from harness.store import fields
 from harness.store import unsaved_check as check
 from harness.store.schema import ATTENTION_CHECKED, Agreement, Run, StepTiming
@@ -55,7 +55,8 @@ class DamagedRow(HarnessError):
 
 def check_run(run: Run) -> None:
     """The columns and JSON of a run's row, as `runs`, `show`, `diff` and the dashboard read them; its
-    environment each field as `harness import` takes it (unsaved_check.check_env: `show` lists them)."""
+    environment and configuration each field as `harness import` takes them (unsaved_check.check_env,
+    check_config: `show` lists the one, `optimize` makes its command line of the other)."""
     if not isinstance(run.created_at, datetime):
         raise fields.Damaged(f"created_at is {run.created_at!r}, not a time")
     for name in TEXT:
@@ -79,16 +80,7 @@ def check_run(run: Run) -> None:
             fields.whole(getattr(run, name), name, low)
     for name in FIGURES:
         fields.figure(getattr(run, name), name)
-    config = fields.mapping(run.config, "config")
-    for name in check.SWITCHES:  # a run stored before a setting existed lacks it
-        if name in config and type(config[name]) is not bool:
-            raise fields.Damaged(f"config.{name} is {config[name]!r}, not true or false")
-    if "fixes" in config and not (
-        isinstance(config["fixes"], list) and all(isinstance(f, str) for f in config["fixes"])
-    ):
-        raise fields.Damaged(f"config.fixes is {config['fixes']!r}, not a list of fixes")
-    if config.get("new_tokens") is not None:
-        fields.whole(config["new_tokens"], "config.new_tokens", 1)
+    check.check_config(stored_config(fields.mapping(run.config, "config"), run))
     fields.mapping(run.model_info, "model_info")
     check.check_env(fields.mapping(run.env, "env"))
     for name in ("artifacts", "advice"):
@@ -97,6 +89,18 @@ def check_run(run: Run) -> None:
     for kind, path in (run.artifacts or {}).items():
         fields.text(path, f"artifacts.{kind}")
     check_summary(fields.mapping(run.summary, "summary"), run)
+
+
+def stored_config(config: dict[str, Any], run: Run) -> RunConfig:
+    """A run's stored configuration as the RunConfig `harness import` checks (unsaved_check.check_config).
+    A field it lacks is a run stored before the field existed: its default (the run's model and mode where
+    those are missing). A field RunConfig lacks is left out: a newer harness's database is read as it is
+    (its changes are additive, harness.store.database), and every reader of a configuration takes the fields
+    it knows. Built without __post_init__, which would set a plant's fields over those stored."""
+    known = {k: v for k, v in config.items() if k in CONFIG_DEFAULTS or k == "model"}
+    cfg = object.__new__(RunConfig)
+    cfg.__dict__.update({**CONFIG_DEFAULTS, "model": run.model, "mode": run.mode, **known})
+    return cfg
 
 
 def check_summary(summary: dict[str, Any], run: Run) -> None:

@@ -48,6 +48,7 @@ from harness.store.fields import (
 )
 from workloads.names import ATTENTIONS, ENERGY_METHODS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
 from workloads.plants import catalogue
+from workloads.specs import MODEL_NAMES
 
 STATUSES = ("ok", "degraded", "oom", "error", "interrupted")  # degraded: stored with its reason
 DEVICES = (*ASKED_DEVICES, "n/a")  # asked for (config.device); n/a: a program's run
@@ -108,9 +109,13 @@ def result_fields(value: Any) -> dict[str, Any]:
 
 
 def check_config(cfg: RunConfig) -> None:
+    """Each field of a run's configuration as `harness run` (or `profile`) writes it: a name one the harness
+    has, a count whole and within the bounds its option takes, a switch true or false."""
     program = cfg.mode == PROGRAM_MODE
     one_of(cfg.mode, (*MODES, PROGRAM_MODE), "config.mode")
     run_id(cfg.model, "config.model")
+    if not program:  # a program's run is named by its program
+        one_of(cfg.model, MODEL_NAMES, "config.model")
     one_of(cfg.device, DEVICES, "config.device")
     one_of(cfg.precision, (*PRECISIONS, "n/a") if program else PRECISIONS, "config.precision")
     one_of(cfg.attention, (*ATTENTIONS, "n/a") if program else ATTENTIONS, "config.attention")
@@ -137,9 +142,11 @@ def check_config(cfg: RunConfig) -> None:
     if cfg.plant is not None:
         one_of(cfg.plant, catalogue.NAMES, "config.plant")
     one_of(cfg.optimizer, catalogue.OPTIMIZERS, "config.optimizer")
-    whole(cfg.loader_workers, "config.loader_workers")
+    whole(cfg.loader_workers, "config.loader_workers", 0, catalogue.MAX_LOADER_WORKERS)
     whole(cfg.loss_every, "config.loss_every", 1)
-    if not isinstance(cfg.fixes, list) or any(f not in catalogue.FIXES for f in cfg.fixes):
+    if not isinstance(cfg.fixes, list) or any(
+        not isinstance(f, str) or f not in catalogue.FIXES for f in cfg.fixes
+    ):
         raise fail("config.fixes", f"is {cfg.fixes!r}, not a list of the catalogue's fixes")
     if figure(cfg.rank_timeout, "config.rank_timeout") == 0:
         raise fail("config.rank_timeout", "is 0")
