@@ -30,6 +30,10 @@ DAMAGE = {
         "'$.loader_workers', 100000",
         "config.loader_workers is 100000, outside 0..256",
     ),
+    "rank timeout past a timedelta": (
+        "'$.rank_timeout', 1e20",
+        "config.rank_timeout is 1e+20, not a time --rank-timeout takes",
+    ),
     "endpoint with ESC": ("'$.rdzv_endpoint', 'h' || char(27)", "config.rdzv_endpoint is 'h\\x1b': it holds"),
 }
 COMMANDS = [["runs"], ["show", "a-1"], ["diff", "a-1", "b-1"], ["health", "a-1"], ["optimize", "a-1"]]

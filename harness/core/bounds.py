@@ -12,11 +12,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import fields
+from datetime import timedelta
 from typing import Any
 
 from harness.core.errors import UsageError
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# the longest --rank-timeout: torch.distributed takes it as a timedelta (harness.execution.ranks.distributed)
+RANK_TIMEOUT_MAX = timedelta.max // timedelta(seconds=1)
 # the option each RunConfig field comes from, for the error line
 OPTIONS = {
     "batch_size": "--batch-size", "context_length": "--context-length", "vocab_size": "--vocab-size",

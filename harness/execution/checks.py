@@ -6,11 +6,10 @@ once; every later layer (the profilers, the ranks, the worker) trusts a configur
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from datetime import timedelta
 from typing import Any
 
 import workloads
-from harness.core.bounds import check_ranks, check_storable, hidden
+from harness.core.bounds import RANK_TIMEOUT_MAX, check_ranks, check_storable, hidden
 from harness.core.devices import device_memory_bytes, emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
@@ -18,9 +17,6 @@ from harness.execution import memory
 from harness.execution.generate import prompt_length
 from workloads.names import ATTENTIONS, MODES, PRECISIONS
 from workloads.plants import catalogue
-
-# the longest --rank-timeout: torch.distributed takes it as a timedelta (harness.execution.ranks.distributed)
-RANK_TIMEOUT_MAX = timedelta.max // timedelta(seconds=1)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from harness.core.bounds import INT64_MAX
+from harness.core.bounds import INT64_MAX, RANK_TIMEOUT_MAX
 from harness.core.devices import DEVICES as ASKED_DEVICES
 from harness.core.machine import MachineLoad
 from harness.core.records import (
@@ -148,8 +148,8 @@ def check_config(cfg: RunConfig) -> None:
         not isinstance(f, str) or f not in catalogue.FIXES for f in cfg.fixes
     ):
         raise fail("config.fixes", f"is {cfg.fixes!r}, not a list of the catalogue's fixes")
-    if figure(cfg.rank_timeout, "config.rank_timeout") == 0:
-        raise fail("config.rank_timeout", "is 0")
+    if not 0 < figure(cfg.rank_timeout, "config.rank_timeout") <= RANK_TIMEOUT_MAX:
+        raise fail("config.rank_timeout", f"is {cfg.rank_timeout!r}, not a time --rank-timeout takes")
 
 
 def named_run(value: Any) -> str:
