@@ -453,3 +453,27 @@ def test_generate_configurations_of_several_new_token_counts_are_told_apart(tmp_
     labels = [str(x) for x in panel.figure.data[0].x]
     assert len(set(labels)) == len(labels)
     assert any("new tokens 2" in x and "context 64" in x for x in labels)
+
+
+def test_a_compiled_run_with_no_eager_run_of_its_configuration_is_named(tmp_db: str) -> None:
+    """A compiled run whose configuration has no eager run was left out of the table without a word: a
+    note names it, its configuration in short and the `harness run` line of the eager run that pairs it,
+    on screen after the table and on stderr beside csv and json, and when no configuration pairs at all."""
+    store = ResultsStore(tmp_db)
+    alone = made("tiny-b2-compiled", True, (60_000 * MS, 9_000 * MS, 6 * MS), [(5 * MS, 10 * MS, 5 * MS)] * 3)
+    alone.config = replace(alone.config, batch_size=2)
+    save_run(store, alone)
+    expected = (
+        "compiled run tiny-b2-compiled is not in the table (tiny train fp32, batch 2, context 64, cpu): no "
+        "eager run of its configuration to compare with; `harness run tiny --device cpu --batch-size 2 "
+        "--warmup 1 --steps 3` makes one"
+    )
+    nothing = runner.invoke(app, ["compare-compile"], catch_exceptions=False)
+    assert nothing.exit_code == 0 and expected in " ".join(nothing.output.split())
+    save_run(store, EAGER)
+    save_run(store, COMPILED)
+    shown = runner.invoke(app, ["compare-compile"], env={"COLUMNS": "80"}, catch_exceptions=False)
+    assert shown.exit_code == 0 and expected in " ".join(shown.output.split())
+    assert {r["compiled run"] for r in _json("compare-compile")} == {"tiny-compiled"}
+    csv = runner.invoke(app, ["compare-compile", "--format", "csv"], catch_exceptions=False)
+    assert expected in " ".join(csv.stderr.split()) and "tiny-b2-compiled" not in csv.stdout

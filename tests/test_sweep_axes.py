@@ -190,3 +190,32 @@ def test_sweep_json_carries_batch_context_and_compile(tmp_db: str) -> None:
     assert out.exit_code == 0, out.output
     rows = json.loads(out.stdout)
     assert [(r["size"], r["batch"], r["context"], r["compile"]) for r in rows] == [("char", 2, 64, False)]
+
+
+def test_sweep_says_the_settings_every_run_shares(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The terminal's table leaves out batch, context and compile where no run differs in them, --wide too,
+    and nothing else said them: a note says what every run shares, after the table and on stderr beside
+    csv and json; a setting swept is a column, not in the note."""
+    from dashboard_data import MODELS
+
+    from harness.core.records import StepRecord
+    from harness.execution.ranks import multirank
+
+    def run(config: RunConfig, run_id: str | None = None) -> RunResult:
+        model = type(MODELS["tiny"])(**{**MODELS["tiny"].__dict__, "context_length": config.context_length})
+        steps = [StepRecord(0, False, {"prefill": 100, "decode": 200})]
+        name = f"{config.model}-{config.precision}"
+        return RunResult(name, config, "ok", device="cpu", device_name="cpu", model=model, steps=steps)
+
+    monkeypatch.setattr(multirank, "run_any", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["sweep", "--models", "tiny", "--device", "cpu", "--mode", "generate", "--new-tokens", "2"]
+    args += ["-b", "1", "-t", "16", "--steps", "2", "--warmup", "1", "--db", db]
+    said = "all runs: generate, fp32, batch 1, context 16, eager, new tokens 2"
+    for fmt in ("table", "csv", "json"):
+        r = runner.invoke(app, [*args, "--format", fmt, "--wide"], env={"COLUMNS": "200"})
+        assert r.exit_code == 0, r.output
+        assert f"note: {said}" in (r.stdout if fmt == "table" else r.stderr), r.output
+    r = runner.invoke(app, [*args, "--precision", "fp32,bf16"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "note: all runs: generate, batch 1, context 16, eager, new tokens 2" in r.stdout

@@ -65,6 +65,7 @@ __all__ = [
     "baseline_choice",
     "compile_comparison",
     "compile_pairs",
+    "unpaired_compiled",
 ]
 
 
@@ -72,22 +73,33 @@ def _ok(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[(runs["status"] == "ok") & runs["profiler"].fillna("none").isin(["none", ""])]
 
 
-def compile_pairs(runs: pd.DataFrame, baseline: str | None = None) -> list[tuple[dict, dict]]:
-    """(eager, compiled) run rows of each configuration that has both: the newest of each side, or with
-    `baseline` (an eager run's id) that run against the newest compiled run of its configuration."""
+def _configurations(runs: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.Series]]:
+    """The runs (without a profiler, status ok) of each configuration (SAME_CONFIG and SETUP), oldest
+    first, with which of them are compiled."""
     if runs.empty:
         return []
     ok = _ok(runs)
     keys = [k for k in (*SAME_CONFIG, SETUP) if k in ok]
+    return [(g, g["compile"].astype(bool)) for _, g in ok.groupby(keys, sort=False, dropna=False)]
+
+
+def compile_pairs(runs: pd.DataFrame, baseline: str | None = None) -> list[tuple[dict, dict]]:
+    """(eager, compiled) run rows of each configuration that has both: the newest of each side, or with
+    `baseline` (an eager run's id) that run against the newest compiled run of its configuration."""
     pairs = []
-    for _, group in ok.groupby(keys, sort=False, dropna=False):
-        compiled = group["compile"].astype(bool)
+    for group, compiled in _configurations(runs):
         eager = group[~compiled]
         if baseline is not None:
             eager = eager[eager["run_id"] == baseline]
         if compiled.any() and len(eager):
             pairs.append((eager.iloc[-1].to_dict(), group[compiled].iloc[-1].to_dict()))
     return pairs
+
+
+def unpaired_compiled(runs: pd.DataFrame) -> list[list[dict]]:
+    """The compiled runs of each configuration that has no eager run, one list per configuration, oldest
+    first: no table row holds them, whatever the baseline."""
+    return [group.to_dict("records") for group, compiled in _configurations(runs) if compiled.all()]
 
 
 def baseline_choice(

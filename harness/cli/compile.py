@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness.cli.common import DbOpt, DeviceOpt, FormatOpt, ModelOpt, WideOpt, cli_errors, note, run_reference
+from harness.cli.options import run_command
 from harness.cli.terminal.output import Format, emit
+from harness.core.records import RunConfig
 
 if TYPE_CHECKING:
     import pandas as pd
 
 from harness.execution import compiled
 from harness.store import results as results_db
+
+CONFIG_FIELDS = {f.name for f in fields(RunConfig)}
 
 
 @cli_errors
@@ -38,6 +43,7 @@ def compare_compile_cmd(
     store = results_db.ResultsStore(db, readonly=True)
     table = compiled.compile_table(store, model=model, device=device, baseline=baseline)
     notes = table.attrs.get("notes", [])
+    unpaired = _unpaired_notes(store, table.attrs.get("unpaired", []))
     if table.empty:  # why it is empty, not how the rows it does not have are read
         given = " ".join(f"--{k} {v}" for k, v in (("model", model), ("device", device)) if v)
         if given and not len(store.runs(model=model, device=device)):
@@ -48,8 +54,9 @@ def compare_compile_cmd(
                 "no configuration has both an eager and a compiled run without a profiler: run it twice, "
                 f"e.g. `{run}` and `{run} --compile`"
             ]
-        if format is Format.table:  # for people the line alone; scripts get the empty table too
-            note(notes[0])
+        if format is Format.table:  # for people the lines alone; scripts get the empty table too
+            for line in [*notes, *unpaired]:
+                note(line)
             return
     if format is Format.table:
         table = _intervals_as_text(table)
@@ -57,9 +64,36 @@ def compare_compile_cmd(
         table,
         format,
         title=f"eager vs torch.compile ({results_db.describe_url(store.url)})",
-        notes=notes,
+        notes=[*notes, *unpaired],
         wide=wide,
     )
+
+
+def _unpaired_notes(store: results_db.ResultsStore, unpaired: list[list[dict]]) -> list[str]:
+    """One line per configuration whose compiled runs no row holds: their ids, the configuration in short,
+    and the `harness run` line of the eager run that would pair them (the compiled run's settings)."""
+    lines = []
+    configs = store.configs([r["run_id"] for group in unpaired for r in group])
+    for group in unpaired:
+        last = group[-1]
+        ids = ", ".join(r["run_id"] for r in group)
+        which = f"compiled run {ids} is" if len(group) == 1 else f"compiled runs {ids} are"
+        tokens = f", {last['new_tokens']} new tokens" if last["mode"] == "generate" else ""
+        short = (
+            f"{last['model']} {last['mode']} {last['precision']}, batch {last['batch_size']}, "
+            f"context {last['context_length']}{tokens}, {last['device']}"
+        )
+        stored = configs.get(last["run_id"], {})
+        try:
+            config = RunConfig(**{k: v for k, v in stored.items() if k in CONFIG_FIELDS})
+            again = run_command(replace(config, compile=False), last["device"])
+        except (TypeError, ValueError):  # a stored configuration this version cannot read back
+            again = f"harness run {last['model']} --device {last['device']}"
+        lines.append(
+            f"{which} not in the table ({short}): no eager run of its configuration to compare with; "
+            f"`{again}` makes one"
+        )
+    return lines
 
 
 def _intervals_as_text(table: pd.DataFrame) -> pd.DataFrame:

@@ -326,10 +326,12 @@ def sweep_cmd(
     title = f"{experiment}{render.on_device(results)}"
     table = run_tables.results_table(results, serving=True, ids=True)
     power, power_lines = render.power_notes(_power_notes(results), format)  # each line once for the sweep
+    shared = sweep.shared_settings(results, table["context"].tolist() if len(table) else [])
+    notes = [shared] if shared else []  # the columns no run differs in are left out of the terminal's table
     if power:  # csv and json: the points' table and the notes' (as `run --power` gives them)
-        emit_many([(title, table), *power], format, wide=wide)
+        emit_many([(title, table), *power], format, notes=notes, wide=wide)
     else:
-        emit(table, format, title=title, wide=wide)
+        emit(table, format, title=title, notes=notes, wide=wide)
     for line in power_lines:
         say_note(line)
     if between is not None:

@@ -17,6 +17,7 @@ from analysis.compare.compile import (
     baseline_choice,
     compile_comparison,
     compile_pairs,
+    unpaired_compiled,
 )
 from analysis.runs.steady import REMAINDER
 from harness.core.errors import UsageError
@@ -110,7 +111,8 @@ def compile_table(
     names the eager run to compare with (a unique prefix will do); a run whose steps the store leaves out
     (damaged: harness.store.leaving) is passed over for the one before it. The lines saying which eager run
     is the baseline, whether the compiled run found Inductor's cache warm and how to read the table are in
-    `table.attrs["notes"]`."""
+    `table.attrs["notes"]`; the compiled runs no row holds (no eager run of their configuration), per
+    configuration, in `table.attrs["unpaired"]`."""
 
     if baseline is not None:
         chosen = store.get(baseline)  # one line and exit 2 when there is no such run
@@ -153,6 +155,7 @@ def compile_table(
             "step's compile time is the whole first step − median, the eager phases' included"
         )
     table.attrs["notes"] = notes
+    table.attrs["unpaired"] = unpaired_compiled(runs)  # the command says what would pair them
     return table
 
 
