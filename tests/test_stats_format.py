@@ -187,3 +187,22 @@ def test_the_summary_titles_name_the_reports_of_the_format_printed(h100_export: 
     assert "CUDA kernels (gpukernsum)" in export_format(a100_export)
     mixed = export_format(h100_export, a100_export)
     assert "GPU memory time (cuda_gpu_mem_time_sum / gpumemtimesum) in 2 exports" in mixed
+
+
+def test_copies_of_exports_of_two_formats_are_named_one_way(h100_export: Path, a100_export: Path) -> None:
+    """Each export in its own nsys's format names a copy two ways (2023.4: Host-to-Device, 2022.2: HtoD):
+    over both, one row per copy kind, in the newer names, and a note says so."""
+    options = {"stats_format": sf.EXPORT}
+    both = read_tables("memops", [h100_export, a100_export], options)
+    (_, by_time), (_, by_size) = both.tables
+    assert list(by_time["Operation"]) == [
+        "[CUDA memcpy Host-to-Device]", "[CUDA memcpy Device-to-Host]", "[CUDA memcpy Device-to-Device]",
+    ]  # fmt: skip
+    to_device = by_time.set_index("Operation").loc["[CUDA memcpy Host-to-Device]"]
+    assert (to_device["Count"], to_device["Total Time (ns)"]) == (149 + 10, 251_332_273 + 186_001_123)
+    assert by_size.set_index("Operation").loc["[CUDA memcpy Host-to-Device]", "Count"] == 149 + 10
+    assert any("[CUDA memcpy HtoD]" in n and "Host-to-Device" in n for n in both.notes)
+    summary = read_tables("summary", [h100_export, a100_export], {"by": "op", **options})
+    memory = dict(summary.tables)["GPU memory time (cuda_gpu_mem_time_sum / gpumemtimesum) in 2 exports"]
+    assert "[CUDA memcpy HtoD]" not in set(memory["Operation"])
+    assert any("[CUDA memcpy HtoD]" in n for n in summary.notes)
