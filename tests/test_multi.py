@@ -195,6 +195,20 @@ def test_mixed_programs_get_a_note(cpu_export: Path, a100_export: Path, tmp_path
     assert "point to 2 runs (x, y)" in result.stderr
 
 
+def test_ranks_on_different_gpus_get_a_note(a100_export: Path, tmp_path: Path) -> None:
+    """One program's ranks recorded on an A100 and on an H100: the kernels merge, and a note says so."""
+    distinct_copy(a100_export, tmp_path / "job.rank0.sqlite")
+    h100 = "UPDATE TARGET_INFO_GPU SET name = 'NVIDIA H100 80GB HBM3'"
+    derive(a100_export, tmp_path / "job.rank1.sqlite", h100)
+    result = run("kernels", tmp_path, "--format", "csv")
+    assert csv(result)["Instances"].sum() == 10
+    said = "different GPUs: NVIDIA A100-SXM4-40GB (rank 0); NVIDIA H100 80GB HBM3 (rank 1)"
+    assert said in " ".join(result.stderr.split())
+    other = distinct_copy(a100_export, tmp_path / "job.rank2.sqlite")
+    same = run("kernels", tmp_path / "job.rank0.sqlite", other)
+    assert same.exit_code == 0 and "GPUs" not in same.stderr
+
+
 def test_missing_ranks_get_a_note(dlprof: Path, tmp_path: Path) -> None:
     for r in (0, 2):
         distinct_copy(dlprof, tmp_path / f"run.rank{r}.sqlite")

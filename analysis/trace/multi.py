@@ -373,7 +373,8 @@ def label_sources(paths: Sequence[Path], parts: Sequence[Part]) -> Sources:
 
 
 def mixed_notes(items: Sequence[Source], parts: dict[str, Part]) -> list[str]:
-    """Notes when the inputs look like more than one run: other programs, formats, rank counts, stems."""
+    """Notes when the inputs look like more than one run: other programs, GPUs, formats, rank counts or
+    stems."""
     notes = []
     info = {str(s.path): parts[str(s.path)].info for s in items}
 
@@ -386,7 +387,8 @@ def mixed_notes(items: Sequence[Source], parts: dict[str, Part]) -> list[str]:
                 by.setdefault(text, []).append(s.label)
         return by
 
-    for key, what in (("programs", "programs"), ("format", "formats"), ("world_size", "world sizes")):
+    for key, what in (("programs", "programs"), ("devices", "GPUs"), ("format", "formats"),
+                      ("world_size", "world sizes")):  # fmt: skip
         by = spread(key)
         if len(by) > 1:
             listed = "; ".join(f"{v} ({', '.join(labels)})" for v, labels in by.items())
