@@ -276,6 +276,13 @@ def test_folder_prefers_the_export_beside_its_report(dlprof: Path, tmp_path: Pat
     assert [p.name for p in expand([tmp_path])] == ["r.rank0.sqlite", "r.rank2.sqlite", "r.rank10.sqlite"]
 
 
+def test_folder_keeps_a_trace_and_an_export_of_one_name(dlprof: Path, tmp_path: Path) -> None:
+    """run.sqlite and run.json.gz are two captures (nsys's and the PyTorch profiler's): each is read."""
+    distinct_copy(dlprof, tmp_path / "run.sqlite")
+    shutil.copyfile(trace_path("alexnet"), tmp_path / "run.json.gz")
+    assert [p.name for p in expand([tmp_path])] == ["run.json.gz", "run.sqlite"]
+
+
 def test_missing_dask_says_how_to_install(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)  # what an environment without Dask sees
     result = run("kernels", *pair, "--dask", "tcp://127.0.0.1:1")

@@ -63,7 +63,8 @@ def _stem(path: Path) -> str:
 
 
 def exports_in(folder: Path, skipped: list[str] | None = None) -> list[Path]:
-    """The exports and reports in `folder`, one per stem: an export beside its report wins. Names are
+    """The exports and reports in `folder`: of a report and the SQLite export beside it (one stem), the
+    export; a Kineto trace is never one of those (run.json.gz beside run.sqlite is another capture). Names are
     matched whatever their case (`REPORT.SQLITE`). What is named like one and is not taken (a folder, a
     named pipe, `.sqlite3`) goes to `skipped`, with why."""
     best: dict[str, Path] = {}
@@ -78,7 +79,7 @@ def exports_in(folder: Path, skipped: list[str] | None = None) -> list[Path]:
             if skipped is not None:
                 skipped.append(f"{p.name} ({_what(p)}, not a file)")
             continue
-        stem = _stem(p)
+        stem = p.name if name.endswith((".json", ".json.gz")) else _stem(p)
         if stem not in best or best[stem].name.lower().endswith(REPORT_SUFFIXES):
             best[stem] = p
     return sorted(best.values(), key=lambda p: _natural(p.name))
