@@ -270,10 +270,25 @@ def test_rank_in_name_and_ranges() -> None:
 
 def test_folder_prefers_the_export_beside_its_report(dlprof: Path, tmp_path: Path) -> None:
     distinct_copy(dlprof, tmp_path / "r.rank0.sqlite")
-    (tmp_path / "r.rank0.nsys-rep").write_bytes(b"report")
+    report = tmp_path / "r.rank0.nsys-rep"
+    report.write_bytes(b"report")
+    os.utime(report, (1e9, 1e9))  # exported after it was recorded
     distinct_copy(dlprof, tmp_path / "r.rank10.sqlite")
     distinct_copy(dlprof, tmp_path / "r.rank2.sqlite")
     assert [p.name for p in expand([tmp_path])] == ["r.rank0.sqlite", "r.rank2.sqlite", "r.rank10.sqlite"]
+
+
+def test_folder_reads_a_report_recorded_again_after_its_export(dlprof: Path, tmp_path: Path) -> None:
+    """An export older than the report beside it is of the capture before: the report is read, as when it
+    is given alone (exported again), and a note says which export was passed over."""
+    old = distinct_copy(dlprof, tmp_path / "r.sqlite")
+    os.utime(old, (1e9, 1e9))
+    (tmp_path / "r.nsys-rep").write_bytes(b"report")
+    notes: list[str] = []
+    assert [p.name for p in expand([tmp_path], notes)] == ["r.nsys-rep"]
+    assert notes == [
+        f"skipped in the folder {tmp_path}: r.sqlite (older than r.nsys-rep beside it: the report is read)"
+    ]
 
 
 def test_folder_keeps_a_trace_and_an_export_of_one_name(dlprof: Path, tmp_path: Path) -> None:
