@@ -195,6 +195,20 @@ def test_mixed_programs_get_a_note(cpu_export: Path, a100_export: Path, tmp_path
     assert "point to 2 runs (x, y)" in result.stderr
 
 
+def test_ranks_on_different_gpus_get_a_note(a100_export: Path, tmp_path: Path) -> None:
+    """One program's ranks recorded on an A100 and on an H100: the kernels merge, and a note says so."""
+    distinct_copy(a100_export, tmp_path / "job.rank0.sqlite")
+    h100 = "UPDATE TARGET_INFO_GPU SET name = 'NVIDIA H100 80GB HBM3'"
+    derive(a100_export, tmp_path / "job.rank1.sqlite", h100)
+    result = run("kernels", tmp_path, "--format", "csv")
+    assert csv(result)["Instances"].sum() == 10
+    said = "different GPUs: NVIDIA A100-SXM4-40GB (rank 0); NVIDIA H100 80GB HBM3 (rank 1)"
+    assert said in " ".join(result.stderr.split())
+    other = distinct_copy(a100_export, tmp_path / "job.rank2.sqlite")
+    same = run("kernels", tmp_path / "job.rank0.sqlite", other)
+    assert same.exit_code == 0 and "GPUs" not in same.stderr
+
+
 def test_missing_ranks_get_a_note(dlprof: Path, tmp_path: Path) -> None:
     for r in (0, 2):
         distinct_copy(dlprof, tmp_path / f"run.rank{r}.sqlite")
@@ -256,10 +270,32 @@ def test_rank_in_name_and_ranges() -> None:
 
 def test_folder_prefers_the_export_beside_its_report(dlprof: Path, tmp_path: Path) -> None:
     distinct_copy(dlprof, tmp_path / "r.rank0.sqlite")
-    (tmp_path / "r.rank0.nsys-rep").write_bytes(b"report")
+    report = tmp_path / "r.rank0.nsys-rep"
+    report.write_bytes(b"report")
+    os.utime(report, (1e9, 1e9))  # exported after it was recorded
     distinct_copy(dlprof, tmp_path / "r.rank10.sqlite")
     distinct_copy(dlprof, tmp_path / "r.rank2.sqlite")
     assert [p.name for p in expand([tmp_path])] == ["r.rank0.sqlite", "r.rank2.sqlite", "r.rank10.sqlite"]
+
+
+def test_folder_reads_a_report_recorded_again_after_its_export(dlprof: Path, tmp_path: Path) -> None:
+    """An export older than the report beside it is of the capture before: the report is read, as when it
+    is given alone (exported again), and a note says which export was passed over."""
+    old = distinct_copy(dlprof, tmp_path / "r.sqlite")
+    os.utime(old, (1e9, 1e9))
+    (tmp_path / "r.nsys-rep").write_bytes(b"report")
+    notes: list[str] = []
+    assert [p.name for p in expand([tmp_path], notes)] == ["r.nsys-rep"]
+    assert notes == [
+        f"skipped in the folder {tmp_path}: r.sqlite (older than r.nsys-rep beside it: the report is read)"
+    ]
+
+
+def test_folder_keeps_a_trace_and_an_export_of_one_name(dlprof: Path, tmp_path: Path) -> None:
+    """run.sqlite and run.json.gz are two captures (nsys's and the PyTorch profiler's): each is read."""
+    distinct_copy(dlprof, tmp_path / "run.sqlite")
+    shutil.copyfile(trace_path("alexnet"), tmp_path / "run.json.gz")
+    assert [p.name for p in expand([tmp_path])] == ["run.json.gz", "run.sqlite"]
 
 
 def test_missing_dask_says_how_to_install(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import H100_DIR, ORACLES, REPO
+from conftest import H100_DIR, ORACLES, REPO, shared_export
 from typer.testing import CliRunner
 
 from analysis.errors import OptionsError
 from analysis.front.reading import read_tables
+from analysis.tables import get
 from analysis.tables import stats_format as sf
 from harness.cli import app
 from harness.execution.nsys import find
@@ -187,3 +188,43 @@ def test_the_summary_titles_name_the_reports_of_the_format_printed(h100_export: 
     assert "CUDA kernels (gpukernsum)" in export_format(a100_export)
     mixed = export_format(h100_export, a100_export)
     assert "GPU memory time (cuda_gpu_mem_time_sum / gpumemtimesum) in 2 exports" in mixed
+
+
+def test_copies_of_exports_of_two_formats_are_named_one_way(h100_export: Path, a100_export: Path) -> None:
+    """Each export in its own nsys's format names a copy two ways (2023.4: Host-to-Device, 2022.2: HtoD):
+    over both, one row per copy kind, in the newer names, and a note says so."""
+    options = {"stats_format": sf.EXPORT}
+    both = read_tables("memops", [h100_export, a100_export], options)
+    (_, by_time), (_, by_size) = both.tables
+    assert list(by_time["Operation"]) == [
+        "[CUDA memcpy Host-to-Device]", "[CUDA memcpy Device-to-Host]", "[CUDA memcpy Device-to-Device]",
+    ]  # fmt: skip
+    to_device = by_time.set_index("Operation").loc["[CUDA memcpy Host-to-Device]"]
+    assert (to_device["Count"], to_device["Total Time (ns)"]) == (149 + 10, 251_332_273 + 186_001_123)
+    assert by_size.set_index("Operation").loc["[CUDA memcpy Host-to-Device]", "Count"] == 149 + 10
+    assert any("[CUDA memcpy HtoD]" in n and "Host-to-Device" in n for n in both.notes)
+    summary = read_tables("summary", [h100_export, a100_export], {"by": "op", **options})
+    memory = dict(summary.tables)["GPU memory time (cuda_gpu_mem_time_sum / gpumemtimesum) in 2 exports"]
+    assert "[CUDA memcpy HtoD]" not in set(memory["Operation"])
+    assert any("[CUDA memcpy HtoD]" in n for n in summary.notes)
+
+
+def test_kernels_of_exports_of_two_formats_say_their_shapes_are_merged(h100_export: Path) -> None:
+    """In each export's own format dlprof's (nsys 2022.1) kernels have a row per launch shape and the H100's
+    (2023.4) a row per name: over both, a row per name, and a note says whose shapes were merged; `--by
+    shape` gives each rank's block as its own table."""
+    dlprof = shared_export("ext/dlprof_norelu")
+    kernels = get("kernels")
+    alone = read_tables("kernels", [dlprof], kernels.prepare(stats_format=sf.EXPORT))
+    assert len(alone.tables[0][1]) == 33 and "GridXYZ" in alone.tables[0][1].columns
+    options = kernels.prepare(stats_format=sf.EXPORT)
+    both = read_tables("kernels", [dlprof, h100_export], options, by_rank=True)
+    blocks = both.tables[0][1]
+    assert "GridXYZ" not in blocks.columns and (blocks["Source"] == blocks["Source"].iloc[0]).sum() == 26
+    assert any("launch shape" in n and "--by shape" in n for n in both.notes), both.notes
+    shaped = read_tables(
+        "kernels", [dlprof, h100_export], kernels.prepare(stats_format=sf.EXPORT, by="shape"), by_rank=True
+    )
+    table = shaped.tables[0][1]
+    assert (table["Source"] == table["Source"].iloc[0]).sum() == 33
+    assert not any("launch shape" in n for n in shaped.notes)

@@ -123,8 +123,16 @@ class NsysReader(SqlExport):
             "session_start_ns": self._session_start(),
             "capture_end_ns": self.capture_end(),
             "programs": self._programs(),
+            "devices": self._devices(),
             "notes": self._lost_events(),
         }
+
+    def _devices(self) -> list[str]:
+        """The names of the GPUs the export lists (nsys 2020.3 names its table TARGET_INFO_CUDA_GPU)."""
+        for table in ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU"):
+            if table in self.tables and "name" in self.columns(table):
+                return [str(r[0]) for r in self._rows(f"SELECT name FROM {table} ORDER BY rowid") if r[0]]
+        return []
 
     def _lost_events(self) -> list[str]:
         """A line for every table's notes where nsys said it lost events (DIAGNOSTIC_EVENT: records dropped,

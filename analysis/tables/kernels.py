@@ -249,7 +249,16 @@ def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bo
 
     # by default each export's rows are grouped as its stats format says: by shape only where all are
     by = options.get("by") or ("shape" if all(_has_shape(p) for p in parts) else "name")
-    out.tables.append(("kernels", summarised("kernels", parts, sources, by_rank, **kernel_spec(by))))  # type: ignore[arg-type]
+    table = summarised("kernels", parts, sources, by_rank, **kernel_spec(by))
+    label = {str(s.path): s.label for s in sources.items}
+    shaped = [label[p.path] for p in parts if "kernels" in p.pieces and _has_shape(p)]
+    if table is not None and by == "name" and shaped:  # the format of each export's own nsys: it differs
+        table.attrs["notes"] = [
+            *table.attrs.get("notes", []),
+            f"kernels merged by name over every export, also those of {', '.join(shaped)}, whose nsys prints "
+            "a row per launch shape (gpukernsum): --by shape or --stats-format 2022.4 gives those rows",
+        ]
+    out.tables.append(("kernels", table))  # type: ignore[arg-type]
 
 
 def _prepare(base: bool = False, mangled: bool = False, by: By | None = None, range_name: str | None = None,

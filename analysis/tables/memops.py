@@ -7,6 +7,7 @@ pandas and what they compute with.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
@@ -221,8 +222,47 @@ def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bo
              options: dict[str, Any]) -> None:  # fmt: skip
     from analysis.trace.multi_combine import summarised
 
-    out.tables.append(("by time", summarised("memops", parts, sources, by_rank, **SPEC)))  # type: ignore[arg-type]
+    parts, note = _named_one_way(parts, sources, options.get("stats_format", DEFAULT_FORMAT))
+    by_time = summarised("memops", parts, sources, by_rank, **SPEC)
+    if by_time is not None and note:  # in the table's notes: the summary keeps those of its tables
+        by_time.attrs["notes"] = [*by_time.attrs.get("notes", []), note]
+    out.tables.append(("by time", by_time))  # type: ignore[arg-type]
     out.tables.append(("by size", size_table(parts, sources, by_rank)))  # type: ignore[arg-type]
+
+
+def _named_one_way(parts: Sequence[Part], sources: Sources, stats_format: str) -> tuple[list[Part], str]:
+    """The parts with their copies named one way, and a note where they were not: in each export's own
+    format (the nsys that wrote it) an export of 2022 names a copy `[CUDA memcpy HtoD]` and one of 2024
+    `[CUDA memcpy Host-to-Device]`, which would be two rows of one kind. The later names win."""
+    import pandas as pd
+
+    from analysis.tables.stats_format import long_copy_names, names_copies_long, producer_of
+    from analysis.trace.multi import Grouped
+
+    with_rows = [p for p in parts if p.pieces.get("memops") is not None]
+    short = [p.path for p in with_rows if not names_copies_long(stats_format, producer_of(p.info))]
+    if not short or len(short) == len(with_rows):
+        return list(parts), ""
+    rename = long_copy_names()
+    out = []
+    for part in parts:
+        rows = part.pieces["memops"].rows if part.path in short else None
+        if isinstance(rows, Grouped):
+            at = rows.keys.index("Operation")
+            groups = [(*g[:at], rename.get(g[at], g[at]), *g[at + 1 :]) for g in rows.groups]
+            rows = Grouped(rows.keys, groups, rows.values)
+        elif isinstance(rows, pd.DataFrame):
+            ops = rows["Operation"].astype(object).map(lambda o: rename.get(o, o))
+            rows = rows.assign(Operation=categories(ops.to_numpy()))
+        if rows is not None:
+            part = replace(part, pieces={**part.pieces, "memops": Piece(rows=rows)})
+        out.append(part)
+    label = {str(s.path): s.label for s in sources.items}
+    return out, (
+        f"copies named as nsys 2023.3 and later name them ([CUDA memcpy Host-to-Device]), also those of "
+        f"{', '.join(label[p] for p in short)}, whose nsys names them [CUDA memcpy HtoD]: "
+        "--stats-format names them one way for every export"
+    )
 
 
 # --- the table -------------------------------------------------------------------------------------------

@@ -121,7 +121,17 @@ def copy_label(kind: int, value: str | None = DEFAULT, producer: str | None = No
     names = COPY_KINDS.get(int(kind))
     if names is None:
         return f"[CUDA memcpy kind {kind}]"
-    return f"[CUDA memcpy {names[resolve(value, producer) >= LONG_COPY_NAMES_FROM]}]"
+    return f"[CUDA memcpy {names[names_copies_long(value, producer)]}]"
+
+
+def long_copy_names() -> dict[str, str]:
+    """Each copy name of 2022.4 (`[CUDA memcpy HtoD]`) -> the name 2023.3 and later print for it."""
+    return {f"[CUDA memcpy {short}]": f"[CUDA memcpy {long}]" for short, long in COPY_KINDS.values()}
+
+
+def names_copies_long(value: str | None, producer: str | None = None) -> bool:
+    """Whether copies are named as 2023.3 and later name them in the format `value` resolves to."""
+    return resolve(value, producer) >= LONG_COPY_NAMES_FROM
 
 
 def report_name(report: str, value: str | None = DEFAULT, producer: str | None = None) -> str:

@@ -63,9 +63,11 @@ def _stem(path: Path) -> str:
 
 
 def exports_in(folder: Path, skipped: list[str] | None = None) -> list[Path]:
-    """The exports and reports in `folder`, one per stem: an export beside its report wins. Names are
-    matched whatever their case (`REPORT.SQLITE`). What is named like one and is not taken (a folder, a
-    named pipe, `.sqlite3`) goes to `skipped`, with why."""
+    """The exports and reports in `folder`: of a report and the SQLite export beside it (one stem), the
+    export, unless it is older than the report (then the report, said in `skipped`); a Kineto trace is
+    never one of those (run.json.gz beside run.sqlite is another capture). Names are matched whatever their
+    case (`REPORT.SQLITE`). What is named like one and is not taken (a folder, a named pipe, `.sqlite3`)
+    goes to `skipped`, with why."""
     best: dict[str, Path] = {}
     suffixes = (*EXPORT_SUFFIXES, *REPORT_SUFFIXES)
     for p in folder_entries(folder):
@@ -78,10 +80,28 @@ def exports_in(folder: Path, skipped: list[str] | None = None) -> list[Path]:
             if skipped is not None:
                 skipped.append(f"{p.name} ({_what(p)}, not a file)")
             continue
-        stem = _stem(p)
-        if stem not in best or best[stem].name.lower().endswith(REPORT_SUFFIXES):
-            best[stem] = p
+        stem = p.name if name.endswith((".json", ".json.gz")) else _stem(p)
+        now = best.setdefault(stem, p)
+        report, export = (p, now) if name.endswith(REPORT_SUFFIXES) else (now, p)
+        if report is export or not _is_report(report) or _is_report(export):
+            continue  # one file, two exports or two reports: the first stays
+        older = _older(export, report)
+        best[stem] = report if older else export
+        if older and skipped is not None:  # what the report alone does (analysis.trace.exports.sqlite_for)
+            skipped.append(f"{export.name} (older than {report.name} beside it: the report is read)")
     return sorted(best.values(), key=lambda p: _natural(p.name))
+
+
+def _is_report(path: Path) -> bool:
+    return path.name.lower().endswith(REPORT_SUFFIXES)
+
+
+def _older(export: Path, report: Path) -> bool:
+    """Whether `export` was written before `report` (recorded again since it was exported)."""
+    try:
+        return export.stat().st_mtime < report.stat().st_mtime
+    except OSError:
+        return False
 
 
 def folder_entries(folder: Path) -> list[Path]:
@@ -373,7 +393,8 @@ def label_sources(paths: Sequence[Path], parts: Sequence[Part]) -> Sources:
 
 
 def mixed_notes(items: Sequence[Source], parts: dict[str, Part]) -> list[str]:
-    """Notes when the inputs look like more than one run: other programs, formats, rank counts, stems."""
+    """Notes when the inputs look like more than one run: other programs, GPUs, formats, rank counts or
+    stems."""
     notes = []
     info = {str(s.path): parts[str(s.path)].info for s in items}
 
@@ -386,7 +407,8 @@ def mixed_notes(items: Sequence[Source], parts: dict[str, Part]) -> list[str]:
                 by.setdefault(text, []).append(s.label)
         return by
 
-    for key, what in (("programs", "programs"), ("format", "formats"), ("world_size", "world sizes")):
+    for key, what in (("programs", "programs"), ("devices", "GPUs"), ("format", "formats"),
+                      ("world_size", "world sizes")):  # fmt: skip
         by = spread(key)
         if len(by) > 1:
             listed = "; ".join(f"{v} ({', '.join(labels)})" for v, labels in by.items())

@@ -90,6 +90,7 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
                 "rank": meta.get("rank"),
                 "world_size": meta.get("world_size"),
                 "programs": meta.get("programs") or [],
+                "devices": sorted(set(meta.get("devices") or [])),  # the GPUs' names
                 "session_start_ns": meta.get("session_start_ns") or meta.get("base_time_ns"),
             }
     except ExportError as e:
