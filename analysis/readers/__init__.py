@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # numpy is imported where it is used: a warm command served f
 NULL = -9223372036854775807  # stands for a missing value in integer columns
 # The readers' versions, here so that finding a cache entry imports no reader (analysis.trace.results; the
 # Kineto reader imports pandas). Bump one when what its frames hold changes: cached frames are rebuilt.
-NSYS_VERSION = "nsys-7"  # 7: a duration is past 2**62 where its start or end is
+NSYS_VERSION = "nsys-8"  # 8: the meta names the GPUs (devices)
 KINETO_VERSION = "kineto-7"  # 7: the meta says a list that holds no event (a memory timeline)
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")  # nsys's reports: read through the SQLite export made of them
 EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")  # what a reader reads: an nsys export, a Kineto trace

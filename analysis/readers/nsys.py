@@ -123,6 +123,7 @@ class NsysReader(SqlExport):
             "session_start_ns": self._session_start(),
             "capture_end_ns": self.capture_end(),
             "programs": self._programs(),
+            "devices": self._gpu_names(),
             "notes": self._lost_events(),
         }
 
@@ -179,6 +180,15 @@ class NsysReader(SqlExport):
             "(SELECT globalPid FROM ProcessStreams) ORDER BY p.name"
         )
         return [str(r[0]) for r in self._rows(sql) if r[0] is not None]
+
+    def _gpu_names(self) -> list[str]:
+        """The names of the machine's GPUs as nsys recorded them (TARGET_INFO_GPU, nsys 2020.3's
+        TARGET_INFO_CUDA_GPU), in nsys's order; none where neither table names them."""
+        for table in ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU"):
+            if table in self.tables and "name" in self.columns(table):
+                rows = self._rows(f"SELECT name FROM {table} ORDER BY rowid")
+                return [str(r[0]) for r in rows if r[0] is not None and str(r[0]).strip()]
+        return []
 
     def count(self, frame: str) -> int:
         """Rows of `frame` (a count(*) of its table)."""
