@@ -453,3 +453,31 @@ def test_show_csv_of_a_run_that_measured_no_step_keeps_the_phase_tables_header(t
     assert "phases (measured steps)\n" not in table
     assert "note: phases (measured steps): none" in table
     assert "steps\n" in table  # its warm-up step is still shown
+
+
+def test_a_baseline_whose_run_is_gone_is_said_and_never_stands_for_another(tmp_db: str) -> None:
+    """A baseline's run removed outside the harness: `diff baseline:main` took the stored id as a prefix and
+    compared another run that begins with it, without a word; `baseline list` gave its run's time as "NaT".
+    Now diff refuses in one line naming the baseline, and the list says it, its times null."""
+    import sqlite3
+
+    store = ResultsStore(tmp_db)
+    for run_id in ("tiny-a", "tiny-a2", "tiny-b"):
+        save_run(store, make_result(run_id))
+    store.tag_baseline("main", "tiny-a")
+    con = sqlite3.connect(tmp_db.removeprefix("sqlite:///"))
+    con.execute("DELETE FROM runs WHERE id = 'tiny-a'")
+    con.commit()
+    con.close()
+    r = _invoke("diff", "baseline:main", "tiny-b")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "tiny-a2" not in r.output
+    assert r.stderr.strip() == (
+        "error: baseline:main names run tiny-a, which is not in the results database (removed outside the "
+        "harness): `harness baseline tag main RUN` names another"
+    )
+    listed = _invoke("baseline", "list", "--format", "json")
+    assert listed.exit_code == 0, listed.output
+    (tag,) = json.loads(listed.stdout)
+    assert (tag["run_id"], tag["status"], tag["created_at"]) == ("tiny-a", None, None)
+    assert "warning: baseline:main names run tiny-a, which is not in the results database" in listed.stderr

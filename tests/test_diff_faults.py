@@ -407,3 +407,18 @@ def test_a_program_run_against_an_export_is_compared_as_two_exports(programs: Re
     assert doc["verdict"]["verdict"] == "regression"
     r = runner.invoke(app, ["diff", slow, "train.py-1", "--warmup", "3", "--gate", "5"])
     assert r.exit_code == 0, r.output  # an improvement
+
+
+def test_a_side_that_names_one_run_twice_is_refused(tmp_db: str) -> None:
+    """`A1,A2,A1` (or `-1,latest`, one run by two names) was taken as two runs without a word: the side had
+    fewer runs than typed, and the interval was drawn from them. Now it is refused in one line."""
+    store = ResultsStore(tmp_db)
+    for seed, run_id in enumerate(("base-1", "base-2", "new-1", "new-2")):
+        save_run(store, make_run(run_id, noise=0.01, seed=seed))
+    r = runner.invoke(app, ["diff", "base-1,base-2,base-1", "new-1,new-2", "--gate", "5"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    said = "error: 'base-1,base-2,base-1' names run base-1 more than once: give each run once"
+    assert r.stderr.strip() == said
+    r = runner.invoke(app, ["diff", "base-1,base-2", "-1,latest"])
+    assert r.exit_code == 2 and "names run new-2 more than once" in r.stderr
+    assert runner.invoke(app, ["diff", "base-1,base-2", "new-1,new-2"]).exit_code == 0

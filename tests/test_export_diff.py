@@ -132,7 +132,7 @@ def test_headline_totals_equal_sums_in_sql(pairs: dict[str, Path]) -> None:
     assert doc["comparability"] == {
         "comparable": True, "reasons": [], "gpus_a": 2, "gpus_b": 2, "schema_a": "3.25.0 (nsys 2026.2.1.210)",
         "schema_b": "3.25.0 (nsys 2026.2.1.210)", "kernels_a": 4010, "kernels_b": 4010,
-        "kernel_names_common_pct": 100.0, "kernel_count_ratio": 1.0,
+        "kernel_names_common_pct": 100.0, "kernel_count_ratio": 1.0, "gpu_models_a": [], "gpu_models_b": [],
     }  # fmt: skip
     top = doc["top_regression"]
     assert top["name"].startswith("void flash::flash_fwd_kernel<") and top["count_a"] == top["count_b"] == 68
@@ -434,3 +434,20 @@ def test_the_grouping_line_only_where_the_grouping_changed_a_name(pairs: dict[st
     assert diff_json(str(pairs["cpu"]), str(pairs["cpu_slow"]))[1]["nvtx_grouping"] is None
     torch = diff_json(str(pairs["torchrun"]), str(pairs["longer"]))[1]
     assert torch["nvtx_grouping"].startswith("NVTX ranges grouped by operator (PyTorch's")
+
+
+def test_captures_of_other_gpu_models_are_said(tmp_path: Path, a100_export: Path) -> None:
+    """The same capture, B's GPU renamed as another model's: the comparability line, a note and the json
+    say that A and B ran on other GPUs; the same GPUs say nothing."""
+    b = derive(a100_export, tmp_path / "h100.sqlite", "UPDATE TARGET_INFO_GPU SET name = 'NVIDIA H100 [x]'")
+    r = runner.invoke(app, ["diff", str(a100_export), str(b), "--top", "1"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "comparable: GPUs 1 → 1 (NVIDIA A100-SXM4-40GB → NVIDIA H100 [x])" in r.output
+    said = "note: A and B ran on other GPUs (NVIDIA A100-SXM4-40GB → NVIDIA H100 [x]): their times"
+    assert said in r.output
+    _, doc = diff_json(str(a100_export), str(b))
+    c = doc["comparability"]
+    assert (c["gpu_models_a"], c["gpu_models_b"]) == (["NVIDIA A100-SXM4-40GB"], ["NVIDIA H100 [x]"])
+    assert any("ran on other GPUs" in n for n in doc["notes"])
+    same = runner.invoke(app, ["diff", str(a100_export), str(a100_export), "--top", "1"])
+    assert same.exit_code == 0 and "other GPUs" not in same.output

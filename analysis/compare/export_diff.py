@@ -85,6 +85,7 @@ class Side:
     # pid, start, end the figures and tables are restricted to: `--iteration N`'s, or the iterations after
     # warm-up where some were left out (the tables then leave out what the verdict leaves out); None: all
     windows: pd.DataFrame | None = field(default=None, repr=False)
+    models: tuple[str, ...] = ()  # the machine's GPU models, as the capture names them (none: not named)
 
     @property
     def gpus(self) -> int:
@@ -174,7 +175,8 @@ def summarise(
     if events is not None:
         names = frozenset(events.loc[(events["kind"] == "kernel").to_numpy(), "name"].astype(str).unique())
     span = _wall_span(trace, events, windows)
-    return Side(label, trace.format, _schema(trace), devices, span, its, names, events, windows)
+    models = tuple(sorted({str(n) for n in trace.meta.get("devices") or () if n and str(n) != "None"}))
+    return Side(label, trace.format, _schema(trace), devices, span, its, names, events, windows, models)
 
 
 # --- comparability and the verdict --------------------------------------------------------------------
@@ -188,6 +190,12 @@ class Comparability:
     names_common_pct: float  # NaN: neither side has kernels
     kernel_ratio: float  # B / A kernel launches; NaN without kernels on A
     reasons: tuple[str, ...]  # why no verdict; empty when comparable
+    models: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # GPU models of A and B (none: not named)
+
+    @property
+    def other_models(self) -> bool:
+        """Both captures name their GPUs, and not the same ones: their times differ by that too."""
+        return all(self.models) and self.models[0] != self.models[1]
 
     @property
     def comparable(self) -> bool:
@@ -213,8 +221,9 @@ def comparability(a: Side, b: Side) -> Comparability:
             f"kernel counts {a.kernels:,} and {b.kernels:,} are more than {MAX_COUNT_RATIO:g}× apart"
         )
     return Comparability(
-        (a.gpus, b.gpus), (a.schema, b.schema), (a.kernels, b.kernels), common, ratio, tuple(reasons)
-    )
+        (a.gpus, b.gpus), (a.schema, b.schema), (a.kernels, b.kernels), common, ratio, tuple(reasons),
+        (a.models, b.models),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -472,6 +481,9 @@ def diff_exports(
             tb = fn(trace_b, wb) if trace_b.has(frame) else empty
             tables.append((title, _changes(ta, tb)))
     notes = list(dict.fromkeys([*trace_a.notes, *trace_b.notes]))
+    if comp.other_models:
+        models = " → ".join(", ".join(m) for m in comp.models)
+        notes.append(f"A and B ran on other GPUs ({models}): their times differ by that too")
     said = {side: open_ranges_said(t) for side, t in (("A", trace_a), ("B", trace_b))}
     notes += [f"{side}: {line}" for side, line in said.items() if line]
     for s in (a, b):

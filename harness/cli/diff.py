@@ -335,6 +335,8 @@ def baseline_list_cmd(
 
     store = results_db.ResultsStore(db, readonly=True)
     df = store.baselines()
+    for line in df.attrs.get("gone", ()):
+        warn(line)
     if df.empty and fmt is DiffFormat.table:  # for people, why it is empty; scripts get the empty table
         if not store.left_out:  # a damaged one left out is said as such
             note("no baselines yet: `harness baseline tag NAME RUN` names a run")

@@ -123,6 +123,8 @@ def verdict_line(v: Verdict) -> str:
 def comparability_line(d: ExportDiff) -> str:
     c = d.comparability
     parts = [f"GPUs {c.gpus[0]} → {c.gpus[1]}"]
+    if c.other_models:
+        parts[0] += " (" + " → ".join(", ".join(m) for m in c.models) + ")"
     parts.append(
         f"schema {c.schema[0]}" if c.schema[0] == c.schema[1] else f"schema {c.schema[0]} → {c.schema[1]}"
     )
@@ -306,7 +308,8 @@ def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
             "comparable": c.comparable, "reasons": list(c.reasons), "gpus_a": c.gpus[0], "gpus_b": c.gpus[1],
             "schema_a": c.schema[0], "schema_b": c.schema[1], "kernels_a": c.kernels[0],
             "kernels_b": c.kernels[1], "kernel_names_common_pct": num(c.names_common_pct),
-            "kernel_count_ratio": num(c.kernel_ratio),
+            "kernel_count_ratio": num(c.kernel_ratio), "gpu_models_a": list(c.models[0]),
+            "gpu_models_b": list(c.models[1]),
         },
         "top_regression": change(up),
         "top_improvement": change(down),

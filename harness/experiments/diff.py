@@ -93,7 +93,10 @@ def resolve(spec: str, store_factory: object) -> Side:
         sides = [_resolve_one(p, store_factory) for p in parts]
         if any(side.run is None for side in sides):
             raise UsageError(f"{spec!r}: several a side are runs, not exports or traces")
-        runs = list({side.run.id: side.run for side in sides if side.run is not None}.values())
+        runs = [side.run for side in sides if side.run is not None]
+        if len({r.id for r in runs}) < len(runs):  # counted once, a side a run short of what was typed
+            twice = next(r.id for i, r in enumerate(runs) if r.id in {o.id for o in runs[:i]})
+            raise UsageError(f"{spec!r} names run {twice} more than once: give each run once")
         for other in runs[1:]:  # their steps are pooled as one configuration's: a mixed side is no sample
             if differ := config_differences(runs[0], other):
                 raise UsageError(

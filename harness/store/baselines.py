@@ -43,20 +43,23 @@ class BaselinesPart(Database):
     def get_baseline(self, name: str) -> Run:
         """The run tagged `name`."""
 
-        def read() -> str | None:
+        def read() -> tuple[str, bool] | None:
             with Session(self.engine) as session:
                 if not inspect(session.connection()).has_table(Baseline.__tablename__):
                     return None  # a database older than named baselines
                 row = session.get(Baseline, name)
-                return row.run_id if row is not None else None
+                return (row.run_id, session.get(Run, row.run_id) is not None) if row is not None else None
 
-        run_id = self._guard(read)
-        if run_id is None:
+        found = self._guard(read)
+        if found is None:
             raise HarnessError(
                 f"no baseline named {name!r}; `harness baseline tag NAME RUN` makes one, "
                 "`harness baseline list` lists them",
                 exit_code=2,
             )
+        run_id, there = found
+        if not there:  # its id whole, never as a prefix or `latest`: the run the name was set on, or none
+            raise HarnessError(gone(name, run_id), exit_code=2)
         return self.get(run_id)
 
     def baselines(self) -> pd.DataFrame:
@@ -89,6 +92,15 @@ class BaselinesPart(Database):
                 damaged.setdefault(key, line)
         self.leave_out(damaged)
         df = pd.DataFrame(kept, columns=columns)
-        for column in ("created_at", "tagged_at"):
-            df[column] = df[column].map(stored_time)
+        for column in ("created_at", "tagged_at"):  # a run that is gone has no time (NaT): None, not "NaT"
+            df[column] = df[column].map(lambda t: None if pd.isna(t) else stored_time(t)).astype(object)
+        df.attrs["gone"] = [gone(name, run_id) for name, run_id, status, *_ in kept if status is None]
         return df
+
+
+def gone(name: str, run_id: str) -> str:
+    """What is said of baseline `name` whose run `run_id` is no longer in the database."""
+    return (
+        f"baseline:{name} names run {run_id}, which is not in the results database (removed outside the "
+        f"harness): `harness baseline tag {name} RUN` names another"
+    )
