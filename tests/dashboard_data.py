@@ -40,7 +40,9 @@ def result(
         steps.append(StepRecord(warmup + j, False, {"forward": f, "backward": b, "optimizer": o}))
     return RunResult(
         run_id=run_id,
-        config=RunConfig(model=model, device="cpu", precision=precision, warmup=warmup, steps=len(measured)),
+        config=RunConfig(
+            model=model, device="cpu", precision=precision, warmup=warmup, steps=max(len(measured), 1)
+        ),
         status=status,
         device="cpu",
         model=MODELS[model],

@@ -80,7 +80,7 @@ def check_run(run: Run) -> None:
             fields.whole(getattr(run, name), name, low)
     for name in FIGURES:
         fields.figure(getattr(run, name), name)
-    check.check_config(stored_config(fields.mapping(run.config, "config"), run))
+    check.check_config(stored_config(fields.mapping(run.config, "config"), run), stored=True)
     fields.mapping(run.model_info, "model_info")
     check.check_env(fields.mapping(run.env, "env"))
     for name in ("artifacts", "advice"):

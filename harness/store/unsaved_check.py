@@ -108,13 +108,18 @@ def result_fields(value: Any) -> dict[str, Any]:
     return result
 
 
-def check_config(cfg: RunConfig) -> None:
+def check_config(cfg: RunConfig, *, stored: bool = False) -> None:
     """Each field of a run's configuration as `harness run` (or `profile`) writes it: a name one the harness
-    has, a count whole and within the bounds its option takes, a switch true or false."""
+    has, a count whole and within the bounds its option takes, a switch true or false. A `stored` run's
+    model and plant are text, not held to this harness's catalogue: a newer harness's database, with a
+    model or plant added since, is read as it is (its other fields of a newer harness are passed over)."""
     program = cfg.mode == PROGRAM_MODE
     one_of(cfg.mode, (*MODES, PROGRAM_MODE), "config.mode")
-    run_id(cfg.model, "config.model")
-    if not program:  # a program's run is named by its program
+    if stored:
+        text(cfg.model, "config.model", plain=True)
+    else:
+        run_id(cfg.model, "config.model")
+    if not program and not stored:  # a program's run is named by its program
         one_of(cfg.model, MODEL_NAMES, "config.model")
     one_of(cfg.device, DEVICES, "config.device")
     one_of(cfg.precision, (*PRECISIONS, "n/a") if program else PRECISIONS, "config.precision")
@@ -140,7 +145,10 @@ def check_config(cfg: RunConfig) -> None:
         whole(cfg.delay_rank, "config.delay_rank", 0, cfg.world_size - 1)
     text(cfg.rdzv_endpoint, "config.rdzv_endpoint", optional=True, plain=True)
     if cfg.plant is not None:
-        one_of(cfg.plant, catalogue.NAMES, "config.plant")
+        if stored:
+            text(cfg.plant, "config.plant", plain=True)
+        else:
+            one_of(cfg.plant, catalogue.NAMES, "config.plant")
     one_of(cfg.optimizer, catalogue.OPTIMIZERS, "config.optimizer")
     whole(cfg.loader_workers, "config.loader_workers", 0, catalogue.MAX_LOADER_WORKERS)
     whole(cfg.loss_every, "config.loss_every", 1)

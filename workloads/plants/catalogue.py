@@ -179,7 +179,7 @@ def unseen(
 
 def settings(name: str | None, fixes: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
     """The configuration fields cause `name` sets, less those a fix in `fixes` changes (none for an
-    unknown name: a new run's checks refuse it, and the store calls a stored one damaged)."""
+    unknown name: a new run's checks refuse it; a stored run of a newer harness loads as it was stored)."""
     cause = CAUSES.get(name or "")
     lifted = {f for fix in fixes if fix in FIXES for f in FIXES[fix].fields}
     return {k: v for k, v in cause.settings.items() if k not in lifted} if cause else {}
