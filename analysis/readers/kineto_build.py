@@ -489,7 +489,7 @@ def _meta(top: dict[str, Any], float_times: bool, ignored: dict[str, int], unusa
         "time_unit": "us",
         "rank": rank if type(rank) is int else None,
         "world_size": dist.get("world_size") if type(dist.get("world_size")) is int else None,
-        "devices": [str(d.get("name")) for d in devices if isinstance(d, dict)],
+        "devices": [str(d["name"]) for d in devices if isinstance(d, dict) and d.get("name") is not None],
         "base_time_ns": base if type(base) is int else None,
         "float_times": float_times,  # microseconds with fractions: HTA rounds them (analysis.hta.hta_rules)
         "ignored": ignored,
