@@ -137,7 +137,8 @@ def _start_parent(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, str]:
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     wait_until(lambda: (folder / "ready").exists(), 60, "the supervised command to start")
-    assert len(marked(mark)) >= 4  # parent, supervisor, command, orphan
+    # the orphan may be between fork and exec a moment after `ready`, its environment not yet readable
+    wait_until(lambda: len(marked(mark)) >= 4, 10, "parent, supervisor, command and orphan to be seen")
     return parent, folder, mark
 
 
