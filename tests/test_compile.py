@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import statistics
 from dataclasses import replace
 
@@ -477,3 +478,18 @@ def test_a_compiled_run_with_no_eager_run_of_its_configuration_is_named(tmp_db: 
     assert {r["compiled run"] for r in _json("compare-compile")} == {"tiny-compiled"}
     csv = runner.invoke(app, ["compare-compile", "--format", "csv"], catch_exceptions=False)
     assert expected in " ".join(csv.stderr.split()) and "tiny-b2-compiled" not in csv.stdout
+
+
+def test_a_compiled_run_stored_without_its_model_is_named_with_its_whole_line(tmp_db: str) -> None:
+    """The eager run's line is made of the compiled run's configuration as the store reads it (its checks'
+    reading, ResultsStore.run_configs): one stored without its model (read as the run's) and with a field
+    of a newer harness was `harness run tiny --device cpu` alone, its batch, warm-up and steps lost."""
+    alone = made("tiny-b2-compiled", True, (60_000 * MS, 9_000 * MS, 6 * MS), [(5 * MS, 10 * MS, 5 * MS)] * 3)
+    alone.config = replace(alone.config, batch_size=2)
+    save_run(ResultsStore(tmp_db), alone)
+    with sqlite3.connect(tmp_db.removeprefix("sqlite:///")) as db:
+        edit = "UPDATE runs SET config = json_set(json_remove(config, '$.model'), '$.newer', 1) WHERE id = ?"
+        db.execute(edit, (alone.run_id,))
+    said = runner.invoke(app, ["compare-compile"], catch_exceptions=False)
+    line = "`harness run tiny --device cpu --batch-size 2 --warmup 1 --steps 3` makes one"
+    assert said.exit_code == 0 and line in " ".join(said.output.split()), said.output

@@ -406,6 +406,25 @@ def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db:
     assert f"`{again}` tries them" in said
 
 
+def test_optimize_of_a_run_stored_without_its_model_and_mode_offers_its_line(tmp_db: str) -> None:
+    """A run's configuration as the store reads it (its checks' reading, ResultsStore.run_configs): one
+    stored without its model and mode (read as the run's) and with a field of a newer harness ended in a
+    TypeError's traceback; now its line, with the run's mode and plant."""
+    store = ResultsStore(tmp_db)
+    planted = Machine({}, [], {}).timed(
+        RunConfig(model="tiny", device="cpu", mode="forward", batch_size=8, plant="slow-loader")
+    )
+    found = [{"rule": "data-loader", "at_stake_ns": 7_000_000, "evidence": "the loader's range: 7 ms"}]
+    save_run(store, planted, advice={"health": {}, "findings": found})
+    with sqlite3.connect(tmp_db.removeprefix("sqlite:///")) as db:
+        gone = "json_remove(config, '$.model', '$.mode')"
+        db.execute(f"UPDATE runs SET config = json_set({gone}, '$.newer', 1) WHERE id = ?", (planted.run_id,))
+    r = runner.invoke(app, ["optimize", planted.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    again = "harness optimize tiny --mode forward --device cpu --batch-size 8 --plant slow-loader"
+    assert f"`{again}` tries them" in " ".join(r.stderr.split())
+
+
 def test_optimize_of_a_fixed_run_offers_a_line_optimize_takes(tmp_db: str, tmp_path: Path) -> None:
     """A run `--plant launch-bound --fix larger-batch -b 8`: its line was `harness optimize tiny --device cpu
     --batch-size 8 --plant launch-bound`, which optimize refuses (the plant sets batch 1, and optimize takes

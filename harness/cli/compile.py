@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -10,15 +10,12 @@ import typer
 from harness.cli.common import DbOpt, DeviceOpt, FormatOpt, ModelOpt, WideOpt, cli_errors, note, run_reference
 from harness.cli.options import run_command
 from harness.cli.terminal.output import Format, emit
-from harness.core.records import RunConfig
 
 if TYPE_CHECKING:
     import pandas as pd
 
 from harness.execution import compiled
 from harness.store import results as results_db
-
-CONFIG_FIELDS = {f.name for f in fields(RunConfig)}
 
 
 @cli_errors
@@ -73,7 +70,7 @@ def _unpaired_notes(store: results_db.ResultsStore, unpaired: list[list[dict]]) 
     """One line per configuration whose compiled runs no row holds: their ids, the configuration in short,
     and the `harness run` line of the eager run that would pair them (the compiled run's settings)."""
     lines = []
-    configs = store.configs([r["run_id"] for group in unpaired for r in group])
+    configs = store.run_configs([group[-1]["run_id"] for group in unpaired])
     for group in unpaired:
         last = group[-1]
         ids = ", ".join(r["run_id"] for r in group)
@@ -83,12 +80,12 @@ def _unpaired_notes(store: results_db.ResultsStore, unpaired: list[list[dict]]) 
             f"{last['model']} {last['mode']} {last['precision']}, batch {last['batch_size']}, "
             f"context {last['context_length']}{tokens}, {last['device']}"
         )
-        stored = configs.get(last["run_id"], {})
-        try:
-            config = RunConfig(**{k: v for k, v in stored.items() if k in CONFIG_FIELDS})
-            again = run_command(replace(config, compile=False), last["device"])
-        except (TypeError, ValueError):  # a stored configuration this version cannot read back
-            again = f"harness run {last['model']} --device {last['device']}"
+        config = configs.get(last["run_id"])  # None: gone since the table was read
+        again = (
+            run_command(replace(config, compile=False), last["device"])
+            if config is not None
+            else f"harness run {last['model']} --device {last['device']}"
+        )
         lines.append(
             f"{which} not in the table ({short}): no eager run of its configuration to compare with; "
             f"`{again}` makes one"

@@ -4,7 +4,7 @@ applied."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -40,7 +40,7 @@ from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.bounds import MAX_REPEATS
 from harness.core.errors import HarnessError, UsageError
-from harness.core.records import RunConfig, names_a_file
+from harness.core.records import names_a_file
 from harness.core.signals import sigterm_raises
 from harness.execution.checks import check_effect, checked, flag
 from harness.experiments import advice as run_advice
@@ -66,7 +66,6 @@ class Short(Workload):
 # the workload options optimize does not take (and chooses itself: its runs' warm-up and steps)
 NOT_SHORT = ("nvtx_detail", "power", "power_period", "fix")
 OWN_CHOICE = (*NOT_SHORT, "warmup", "steps")
-RUN_CONFIG_FIELDS = {f.name for f in fields(RunConfig)}
 
 
 @cli_errors
@@ -223,10 +222,9 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
                 "(`run --nsys`, `profile -- CMD`)"
             )
         if run.mode != "program":
-            # its settings, its plant too: without them the configuration tried is not the run's, and has
-            # none of the planted cause's findings; optimize's own short runs in place of its steps
-            stored = {k: v for k, v in (run.config or {}).items() if k in RUN_CONFIG_FIELDS}
-            config = RunConfig(**stored)
+            # its settings as stored, its plant too: without them the configuration tried is not the run's,
+            # and has none of the planted cause's findings; optimize's own short runs in place of its steps
+            config = store.run_configs([run.id])[run.id]
             # optimize takes no --fix: its line starts from the plant's own settings (launch-bound's batch
             # 1, not the fix's 8, which beside --plant it refuses), and tries the fixes itself
             again = run_command(

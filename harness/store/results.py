@@ -1,7 +1,7 @@
 """The results database: every run, its steps, and what profiling found. SQLAlchemy 2.0 ORM.
 
-ResultsStore is made of one part per thing it stores (runs.py, timings.py, baselines.py, attention.py) over
-the opened database (database.py).
+ResultsStore is made of one part per thing it stores (runs.py, configs.py, timings.py, baselines.py,
+attention.py) over the opened database (database.py).
 
 An embedded SQLite file by default; any SQLAlchemy URL through `--db` or `HARNESS_DB` (PostgreSQL with
 `pip install 'harness[postgresql]'`).
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from harness.store.attention import AttentionPart
 from harness.store.baselines import BaselinesPart
+from harness.store.configs import ConfigsPart
 from harness.store.database import Imported, NoDatabase, UnsavedRun
 from harness.store.location import default_db_path, describe_url, resolve_url, sqlite_file
 from harness.store.runs import RunsPart
@@ -46,5 +47,5 @@ __all__ = [
 ]
 
 
-class ResultsStore(RunsPart, TimingsPart, BaselinesPart, AttentionPart):
+class ResultsStore(RunsPart, ConfigsPart, TimingsPart, BaselinesPart, AttentionPart):
     """Open the results database; with readonly=False also create it (and its folder) where there is none."""

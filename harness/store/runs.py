@@ -440,16 +440,6 @@ class RunsPart(Database):
         self.leave_out(left_out)
         return together
 
-    def configs(self, ids: list[str]) -> dict[str, dict[str, Any]]:
-        """The stored configuration of each run of `ids` (RunConfig's fields as saved), by run id."""
-        stmt = select(Run.id, Run.config).where(Run.id.in_(ids))
-
-        def read() -> dict[str, dict[str, Any]]:
-            with Session(self.engine) as session:
-                return {i: c or {} for i, c in session.execute(stmt).all()}
-
-        return self._guard(read) if ids else {}
-
     def runs(
         self,
         *,
