@@ -31,6 +31,15 @@ class ExportError(AnalysisError):
     """An export or trace that is missing, corrupt, or lacks the data a table needs."""
 
 
+class NoData(ExportError):
+    """A trace read whole that recorded none of what a table reads (a CPU-only capture's kernels): among
+    several exports, that one adds no rows (analysis.trace.multi_run); alone, the table is refused."""
+
+    def __init__(self, what: str, path: object, hint: str) -> None:
+        super().__init__(f"no {what} in {path}: {hint}")
+        self.what, self.hint = what, hint
+
+
 def comma_list(option: str, text: str | None) -> list[str]:
     """The items of comma-separated option `option` given as `text`, stripped; none for a value that names
     nothing (``, `,`: the command says what an empty list means). An empty item beside others (`16,,32`,

@@ -4,6 +4,7 @@ blocks equal the single-export tables, ranks from file names, refusals and notes
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import sqlite3
@@ -251,13 +252,44 @@ def test_api_memops_osrt_launch_summary_combine(a100_export: Path, cpu_export: P
     assert osrt["Num Calls"].sum() == 2 * one["Num Calls"].sum()
 
 
-def test_an_export_without_the_data_fails_with_one_line(
+def test_an_export_without_kernels_adds_no_rows_and_a_note(
     cpu_export: Path, a100_export: Path, tmp_path: Path
 ) -> None:
-    result = run("kernels", a100_export, cpu_export)
-    assert result.exit_code == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "no CUDA kernel data in" in lines[0], result.stderr
+    """A CPU-only capture among GPU ones recorded no kernels: it adds no rows, one note names it (as `nsys
+    stats` says a report "does not contain CUDA kernel data"), and the others' table is made; alone, or where
+    no export has kernels, the command is refused as for one export. A damaged export stays refused."""
+    gpu = distinct_copy(a100_export, tmp_path / "gpu.sqlite")
+    cpu = distinct_copy(cpu_export, tmp_path / "cpu.sqlite")
+    alone = csv(run("kernels", gpu, "--format", "csv"))
+    note = "note: no CUDA kernel data in cpu.sqlite: no rows from it (profile on a GPU with --trace=cuda)"
+    over = run("kernels", tmp_path, "--format", "csv")
+    rows = csv(over)
+    assert rows["Sources"].eq("1 of 2").all()
+    pd.testing.assert_frame_equal(rows.drop(columns="Sources"), alone)
+    assert over.stderr.splitlines().count(note) == 1
+    for fmt in ("table", "json"):
+        said = run("kernels", gpu, cpu, "--format", fmt)
+        assert said.exit_code == 0 and note in flat(said.output), said.output
+    assert len(json.loads(run("kernels", gpu, cpu, "--format", "json").stdout)) == len(alone)
+
+    one = run("kernels", cpu)
+    assert (
+        one.exit_code == 1
+        and one.stderr == f"error: no CUDA kernel data in {cpu}: profile on a GPU with --trace=cuda\n"
+    )
+    (tmp_path / "none").mkdir()
+    other = distinct_copy(cpu_export, tmp_path / "none" / "cpu2.sqlite")
+    none = run("kernels", cpu, other)
+    assert none.exit_code == 1 and none.stderr == (
+        f"error: no CUDA kernel data in any of the 2 exports ({cpu}, {other}): "
+        "profile on a GPU with --trace=cuda\n"
+    )
+    broken = tmp_path / "none" / "broken.sqlite"
+    broken.write_bytes(a100_export.read_bytes()[:100_000])
+    refused = run("kernels", gpu, cpu, broken)
+    text = flat(refused.stderr)
+    assert refused.exit_code == 1 and "1 of 3 exports could not be read, so no table was made" in text
+    assert f"{broken} is truncated" in text and f"Read: {gpu}, {cpu}." in text
 
 
 def test_rank_in_name_and_ranges() -> None:

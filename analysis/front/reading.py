@@ -142,7 +142,7 @@ def _several(table: Table, paths: Sequence[Path], exports: Sequence[Path], optio
     one capture's processes, titled with what it covers; and the column that labels each export's rows
     (Rank or Source)."""
     from analysis.ranks.capture_ranks import analyse_by_process
-    from analysis.trace.multi_run import raise_errors, run_tasks
+    from analysis.trace.multi_run import raise_errors, run_tasks, without_data
 
     try:
         if by_rank and len(paths) == 1:
@@ -151,6 +151,7 @@ def _several(table: Table, paths: Sequence[Path], exports: Sequence[Path], optio
             parts = run_tasks(tables.run_task, exports, table.name, options, cache, jobs=jobs, dask=dask)
             for path, part in zip(paths, parts, strict=True):
                 part.path = str(path)
+            without_data(parts)  # an export that recorded none of it adds no rows: said in a note
             raise_errors(parts)
             sources = label_sources(paths, parts)
             combined = tables.combine(table.name, parts, sources, by_rank=by_rank, options=options)

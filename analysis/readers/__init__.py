@@ -19,7 +19,7 @@ NULL = -9223372036854775807  # stands for a missing value in integer columns
 # The readers' versions, here so that finding a cache entry imports no reader (analysis.trace.results; the
 # Kineto reader imports pandas). Bump one when what its frames hold changes: cached frames are rebuilt.
 NSYS_VERSION = "nsys-8"  # 8: the meta names the GPUs
-KINETO_VERSION = "kineto-8"  # 8: the meta's devices leave out a device without a name (not "None")
+KINETO_VERSION = "kineto-9"  # 9: the meta names the frames whose every event was unusable (left_out)
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")  # nsys's reports: read through the SQLite export made of them
 EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")  # what a reader reads: an nsys export, a Kineto trace
 # said of a report where its export is wanted (after its name)

@@ -138,6 +138,7 @@ def build(pieces: Iterable[Piece], stream: TraceStream) -> tuple[dict[str, pd.Da
     frames = b.frames()
     meta = _meta(stream.top, b.float_times, b.ignored, sum(b.unusable.values()))
     meta["notes"], meta["hints"] = notes_and_hints(b.unusable, b.names.escaped, frames, HINTS)
+    meta["left_out"] = sorted(f for f, hint in meta["hints"].items() if hint != HINTS.get(f))  # all unusable
     return frames, meta
 
 

@@ -68,6 +68,14 @@ def _notes(parts: Sequence[Part], sources: Sources) -> list[str]:
     of several exports says (how NVTX names are grouped, say) is said once, unprefixed."""
     label = {str(s.path): s.label for s in sources.items}
     notes = list(sources.notes)
+    lacking: dict[tuple[str, str], list[str]] = {}  # (what, hint) -> the exports that recorded none of it
+    for part in parts:
+        if part.lacks is not None:
+            lacking.setdefault(part.lacks, []).append(label[part.path])
+    for (what, hint), labels in lacking.items():  # as `nsys stats`: "does not contain CUDA kernel data"
+        notes.append(
+            f"no {what} in {', '.join(labels)}: no rows from {'it' if len(labels) == 1 else 'them'} ({hint})"
+        )
     every = set.intersection(*(set(p.notes) for p in parts)) if len(parts) > 1 else set()
     for part in parts:
         for n in part.notes:

@@ -284,6 +284,7 @@ class Part:
     notes: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # rank, world_size, programs, session_start_ns, ...
     error: str | None = None
+    lacks: tuple[str, str] | None = None  # the error is the export's recording none of it: (what, hint)
 
 
 @dataclass

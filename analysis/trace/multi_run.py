@@ -1,5 +1,6 @@
 """Many exports: run one task per export, in this process, on local processes or on a Dask cluster, and
-refuse the lot when an export could not be read (analysis.trace.multi says what a task sends back).
+refuse the lot when an export could not be read (analysis.trace.multi says what a task sends back). An
+export that recorded none of what a table reads (a CPU-only capture's kernels) was read: it adds no rows.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.errors import ExportError
+from analysis.errors import ExportError, NoData
 from analysis.trace.multi import Grouped, Part, Piece
 from analysis.trace.opening import open_trace
 
@@ -78,7 +79,10 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
     part = Part(path=path)
     try:
         with open_trace(path, cache=cache) as trace:
-            pieces = build(trace)
+            try:
+                pieces = build(trace)
+            except NoData as e:  # read, and none of it recorded: said with what the trace is
+                part.error, part.lacks, pieces = str(e), (e.what, e.hint), {}
             # with what a finished table says of itself (calls recorded twice...), as one export's says it
             said = [n for p in pieces.values() if p.table is not None for n in p.table.attrs.get("notes", [])]
             part.notes = list(dict.fromkeys([*trace.notes, *said]))
@@ -106,6 +110,24 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
     part.info["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     part.info["pid"] = os.getpid()  # which worker read it
     return part
+
+
+def without_data(parts: Sequence[Part]) -> None:
+    """For a table over several exports: an export that recorded none of what it reads (`lacks`) adds no
+    rows and is no error (tables.combine names it in a note); where every export recorded none, ExportError
+    as one export alone says it. One that could not be read stays refused (raise_errors)."""
+    lacking = [p for p in parts if p.lacks is not None]
+    if lacking and len(lacking) == len(parts):
+        if len(parts) == 1:
+            raise ExportError(parts[0].error)
+        what = " or ".join(dict.fromkeys(p.lacks[0] for p in lacking if p.lacks))
+        hint = "; ".join(dict.fromkeys(p.lacks[1] for p in lacking if p.lacks))
+        names = ", ".join(p.path for p in parts[:SHOWN]) + (
+            f" and {len(parts) - SHOWN:,} more" if len(parts) > SHOWN else ""
+        )
+        raise ExportError(f"no {what} in any of the {len(parts):,} exports ({names}): {hint}")
+    for p in lacking:
+        p.error = None
 
 
 def raise_errors(parts: Sequence[Part]) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analysis import readers
-from analysis.errors import AnalysisError, ExportError
+from analysis.errors import AnalysisError, ExportError, NoData
 from analysis.readers import NULL
 from analysis.stats import member
 from analysis.trace.arrow_arrays import int64_array, string_array
@@ -131,10 +131,14 @@ class Trace:
         return self.meta[FACTS]
 
     def require(self, frame: str, what: str) -> None:
-        """Raise ExportError ("no WHAT in PATH: hint") unless `frame` has rows."""
+        """Raise ExportError ("no WHAT in PATH: hint") unless `frame` has rows: NoData where the trace
+        recorded none of it; plain where the file is no event trace (a memory timeline) or every event of
+        the frame was left out as unusable (a damaged trace)."""
         if not self.has(frame):
             hint = self.meta.get("hints", {}).get(frame, "record it with the matching trace option")
-            raise ExportError(f"no {what} in {self.path}: {hint}")
+            if self.meta.get("not_events") or frame in self.meta.get("left_out", ()):
+                raise ExportError(f"no {what} in {self.path}: {hint}")
+            raise NoData(what, self.path, hint)
 
     def note(self, text: str) -> None:
         if text not in self.notes:
