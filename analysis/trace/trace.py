@@ -131,9 +131,8 @@ class Trace:
         return self.meta[FACTS]
 
     def require(self, frame: str, what: str) -> None:
-        """Raise ExportError ("no WHAT in PATH: hint") unless `frame` has rows: NoData where the trace
-        recorded none of it; plain where the file is no event trace (a memory timeline) or every event of
-        the frame was left out as unusable (a damaged trace)."""
+        """Raise ExportError ("no WHAT in PATH: hint") unless `frame` has rows: NoData where none was
+        recorded; plain where the file holds no events (a memory timeline) or all were unusable (damaged)."""
         if not self.has(frame):
             hint = self.meta.get("hints", {}).get(frame, "record it with the matching trace option")
             if self.meta.get("not_events") or frame in self.meta.get("left_out", ()):
