@@ -270,10 +270,18 @@ def open_output(target: str | Path) -> Iterator[IO[bytes]]:
         raise
 
 
-def write_text(target: str | Path, text: str) -> None:
-    """`text` as UTF-8 to `target`, as open_output writes."""
+def utf8_text(text: str) -> str:
+    """`text` with what UTF-8 cannot hold (the lone surrogates of a file name whose bytes are not UTF-8:
+    `run\\udcff.sqlite`) as escapes: as files are written, and as a table's string column takes it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def write_text(target: str | Path, text: str) -> int:
+    """`text` as UTF-8 to `target`, as open_output writes (`utf8_text`); the bytes written."""
+    data = text.encode("utf-8", "backslashreplace")
     with open_output(target) as f:
-        f.write(text.encode("utf-8", "backslashreplace"))
+        f.write(data)
+    return len(data)
 
 
 def _umask() -> int:

@@ -257,3 +257,31 @@ def test_run_and_model_names_are_text_on_the_runs_dashboard(tmp_path: Path) -> N
         assert not any("<img" in t or "</b>-" in t for t in templates), key
     assert any("m&lt;/b&gt;-eager" in t for t in texts(drawn["compare"].data[0].name))
     assert any("<br>" in t for t in drawn["compile"].data[0].x)
+
+
+NOT_UTF8 = "run\udcff.sqlite"  # the bytes `run\xff.sqlite`: a file name need not be UTF-8
+
+
+@pytest.mark.parametrize("command", ["kernels", "kernels --no-cache", "timeline", "dashboard", "diff"])
+def test_an_export_whose_name_is_not_utf8_is_read(
+    a100_export: Path, tmp_path: Path, cache_dir: Path, command: str
+) -> None:
+    """Every command ended in a UnicodeEncodeError traceback: the cache's key, SQLite's URI, the page's size
+    and the dashboard's table of panels each took the name for UTF-8 text. The name is shown as the
+    terminal shows it, its byte as an escape; the cache lists it."""
+    export = shutil.copyfile(a100_export, tmp_path / NOT_UTF8)
+    verb, *options = command.split()
+    options += {
+        "timeline": ["-o", str(tmp_path / "t.json")],
+        "dashboard": ["-o", str(tmp_path / "d.html")],
+        "diff": [str(a100_export), "--html", str(tmp_path / "diff.html")],
+    }.get(verb, [])
+    result = run(verb, export, *options)
+    assert result.exit_code == 0 and result.exception is None, result.output
+    if verb == "dashboard":
+        assert "Top kernels by total GPU time: run\\udcff.sqlite" in result.stdout
+    if verb == "timeline":
+        assert json.loads((tmp_path / "t.json").read_text())["otherData"]["source"] == NOT_UTF8
+    listed = run("cache", "-f", "csv")
+    assert listed.exit_code == 0 and listed.exception is None, listed.output
+    assert (str(tmp_path / "run\\udcff.sqlite") in listed.stdout) == ("--no-cache" not in options)

@@ -181,5 +181,5 @@ def write_diff_page(
     """Write the page of `panels` to `out`: A and B in the header, the diff's notes under it."""
     subtitle = " ".join([f"A = `{a}`, B = `{b}`.", *notes])
     text = render_html(panels, title="harness diff", subtitle=subtitle, generator="harness diff")
-    write_page(out, text)
-    return Dashboard(path=out, panels=panels, size_bytes=len(text.encode()))
+    size = write_page(out, text)
+    return Dashboard(path=out, panels=panels, size_bytes=size)

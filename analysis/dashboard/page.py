@@ -152,8 +152,8 @@ def write_dashboard(
     """Build the panels and write the page to `out`."""
     panels = build_panels(data, scope, specs)
     text = render_html(panels, title=title, subtitle=data.source)
-    write_page(out, text)
-    page = Dashboard(path=out, panels=panels, size_bytes=len(text.encode()))
+    size = write_page(out, text)
+    page = Dashboard(path=out, panels=panels, size_bytes=size)
     p = data.profile
     drawn = [x.key for x in panels if x.figure is not None and x.title.endswith("failed its health checks)")]
     if p is not None and p.untrusted and drawn:
@@ -165,8 +165,8 @@ def write_dashboard(
     return page
 
 
-def write_page(out: Path, text: str) -> None:
+def write_page(out: Path, text: str) -> int:
     """Write the page as analysis.outputs writes a file: to a temporary file beside `out`, then renamed
     into place (a full disk or a killed command leaves the old page whole, never a truncated one); `-`, a
-    device or a pipe as a stream."""
-    write_text(out, text)
+    device or a pipe as a stream; the bytes written."""
+    return write_text(out, text)

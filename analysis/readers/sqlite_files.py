@@ -127,8 +127,8 @@ def opening(path: Path) -> Opening:
 def uri(path: Path, mode: str) -> str:
     """The SQLite URI that opens `path` with `mode` "ro", "immutable" (both read-only) or "rw" (a private
     copy only)."""
-    return f"file:{quote(str(path.resolve()))}?" + {"ro": "mode=ro", "immutable": "mode=ro&immutable=1",
-                                                     "rw": "mode=rw"}[mode]  # fmt: skip
+    query = {"ro": "mode=ro", "immutable": "mode=ro&immutable=1", "rw": "mode=rw"}[mode]
+    return f"file:{quote(os.fsencode(path.resolve()))}?{query}"  # the name's bytes: it need not be UTF-8
 
 
 _COPIES: dict[Path, int] = {}  # the private copies' folders not removed yet -> the process that made each

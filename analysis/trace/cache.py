@@ -237,7 +237,8 @@ class Cache:
         resolved = str(source.resolve())
         digest = content_digest(source, st.st_size)
         stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
-        key = hashlib.sha256(f"{resolved}\0{stamp}\0{digest}\0{reader_version}\0{ENTRY_FORMAT}".encode())
+        identity = f"{resolved}\0{stamp}\0{digest}\0{reader_version}\0{ENTRY_FORMAT}"
+        key = hashlib.sha256(identity.encode(errors="surrogateescape"))  # a file name need not be UTF-8
         racy = taken - max(st.st_ctime_ns, st.st_mtime_ns) < RACY_NS
         whole = whole_digest(source) if racy else None
         name = source_prefix(resolved) + key.hexdigest()[: 32 - SOURCE_PREFIX]
@@ -417,4 +418,4 @@ def remove_export(export: Path) -> Cleared:
 def source_prefix(resolved: str) -> str:
     """The start of the names of a source's entries (and of a report's exports): a hash of its resolved
     path alone."""
-    return hashlib.sha256(resolved.encode()).hexdigest()[:SOURCE_PREFIX]
+    return hashlib.sha256(resolved.encode(errors="surrogateescape")).hexdigest()[:SOURCE_PREFIX]

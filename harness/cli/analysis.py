@@ -22,6 +22,7 @@ from analysis import tables
 from analysis.advice.verdict import failed_captures
 from analysis.errors import ExportError
 from analysis.front.reading import read_tables
+from analysis.outputs import utf8_text
 from analysis.tables import operators as ops
 from analysis.tables import stats_format
 from analysis.tables.table import HTA, Option, Table, Tables
@@ -194,8 +195,9 @@ def cache_table(cache: Cache) -> pd.DataFrame:
     entries = sorted(cache.entries() + exports, key=lambda e: e.last_used, reverse=True)
     return pd.DataFrame(
         {
-            "Source": [
-                f"{report_of[e.source]} (its export)" if e.source in report_of else e.source for e in entries
+            "Source": [  # a name that is not UTF-8 with escapes: no string column takes its surrogates
+                utf8_text(f"{report_of[e.source]} (its export)" if e.source in report_of else e.source)
+                for e in entries
             ],
             "Format": [e.format for e in entries],
             "Files": [e.files for e in entries],

@@ -11,7 +11,7 @@ from analysis import dashboard
 from analysis.advice.verdict import failed_captures
 from analysis.dashboard.runs import ALTERED
 from analysis.errors import ExportError
-from analysis.outputs import refuse_inputs, shown
+from analysis.outputs import refuse_inputs, shown, utf8_text
 from analysis.trace.exports import files_read, open_source, said_on_error, sqlite_for
 from analysis.trace.opening import require_events
 from analysis.views import chrome_trace, timeline
@@ -123,7 +123,10 @@ def panel_table(panels: list[Panel]) -> pd.DataFrame:
         {
             "Panel": [p.key for p in panels],
             "Drawn": [p.figure is not None for p in panels],
-            "Title or what is missing": [p.title if p.figure is not None else p.missing for p in panels],
+            # a file name that is not UTF-8 as the page writes it: no string column takes its surrogates
+            "Title or what is missing": [
+                utf8_text(p.missing or "" if p.figure is None else p.title) for p in panels
+            ],
         }
     )
     out.attrs["wrap"] = ["Title or what is missing"]  # a sentence: wrap it, never cut it
