@@ -3,8 +3,10 @@
 - A regular file, or a name that is not there yet, is written under a temporary name beside it and renamed
   into place: a full disk or a killed command leaves the old file whole, never half of a new one. A
   symbolic link is followed: the file it names is replaced, the link stays a link.
-- `-` is standard output; a character device (`/dev/null`, a terminal), a named pipe or a socket that is
-  already there is opened and written as a stream. A rename would put a regular file in its place: the
+- `-` (or `/dev/stdout`) is standard output, and `/dev/stderr` or `/dev/fd/N` the descriptor it names:
+  written through the descriptor (a file it is redirected into is written where it points, never
+  replaced). A character device (`/dev/null`, a terminal), a named pipe or a socket that is already there
+  is opened and written as a stream. A rename would put a regular file in its place: the
   device would be gone and the pipe's reader would get nothing.
 - A folder or a block device is refused, and so is a name that ends in a slash (it names a folder: a Path
   made of it drops the slash, and the file would take the folder's name), and any file the command reads
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterable, Iterator
@@ -38,8 +41,24 @@ class OutputRefused(AnalysisError):
     exit_code = 2
 
 
+# the names of the command's own open files: written to the descriptor, never opened again by name, which
+# would replace a file one is redirected into (`-o /dev/stdout >> log`, `-o /dev/fd/3 3>> log`)
+_DESCRIPTORS = {STDOUT: 1, "/dev/stdout": 1, "/dev/stderr": 2}
+_DESCRIPTOR = re.compile(r"/(?:dev|proc/self)/fd/([0-9]{1,9})")
+
+
+def descriptor_of(target: str | Path) -> int | None:
+    """The descriptor `target` names (`-` and `/dev/stdout`: 1, `/dev/fd/3`: 3), None for any other name."""
+    text = os.fspath(target)
+    if text in _DESCRIPTORS:
+        return _DESCRIPTORS[text]
+    named = _DESCRIPTOR.fullmatch(text)
+    return int(named.group(1)) if named else None
+
+
 def is_stdout(target: str | Path) -> bool:
-    return str(target) == STDOUT
+    """Whether `target` is standard output: `-`, or a name of it (`/dev/stdout`, `/dev/fd/1`)."""
+    return descriptor_of(target) == 1
 
 
 def shown(target: str | Path) -> str:
@@ -65,8 +84,9 @@ def _stat(path: str | Path) -> os.stat_result | None:
 
 
 def is_stream(target: str | Path) -> bool:
-    """Whether `target` is written as a stream: `-`, or a character device, pipe or socket already there."""
-    if is_stdout(target):
+    """Whether `target` is written as a stream: `-`, a name of an open descriptor (`/dev/fd/3`), or a
+    character device, pipe or socket already there."""
+    if descriptor_of(target) is not None:
         return True
     st = _stat(target)
     return st is not None and (
@@ -243,6 +263,13 @@ def open_output(target: str | Path) -> Iterator[IO[bytes]]:
         except OSError:  # full, closed, a pipe whose reader left: the interpreter's last flush must not
             _point_at_null(1)  # fail again on what is still buffered
             raise
+        return
+    fd = descriptor_of(target)
+    if fd is not None:  # the file as the command has it open (appended to where it was opened so)
+        if fd == 2 and sys.stderr is not None:
+            sys.stderr.flush()
+        with os.fdopen(os.dup(fd), "wb") as f:
+            yield f
         return
     if is_stream(target):
         with open(target, "wb") as f:

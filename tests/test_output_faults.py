@@ -372,6 +372,39 @@ def test_a_socket_as_the_output_is_one_line(export: Path, tmp_path: Path) -> Non
     assert path.is_socket()
 
 
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/FD"])
+def test_a_name_of_an_open_descriptor_is_written_through_it(export: Path, tmp_path: Path, name: str) -> None:
+    """`-o /dev/stdout >> log` (or `-o /dev/fd/3 3>> log`): the trace is appended to the log, as `-` is.
+    The name was followed to the log and a new file renamed over it: what the log held was lost."""
+    log = tmp_path / "log.txt"
+    log.write_text("earlier\n")
+    with log.open("ab") as into:
+        fd = into.fileno()
+        redirect = (
+            {"stdout": into} if name == "/dev/stdout" else {"pass_fds": (fd,), "stdout": subprocess.PIPE}
+        )
+        target = name.replace("FD", str(fd))
+        proc = _harness(["timeline", str(export), "-o", target], stderr=subprocess.PIPE, **redirect)
+    assert proc.returncode == 0, proc.stderr
+    held, trace = log.read_text().split("\n", 1)
+    assert held == "earlier"
+    assert sum(e.get("cat") == "kernel" for e in json.loads(trace)["traceEvents"]) == 5
+    said = "standard output" if name == "/dev/stdout" else target
+    assert f"note: wrote {said}: " in proc.stderr.decode()
+
+
+def test_a_dashboard_on_dev_stdout_keeps_its_summary_off_the_page(export: Path) -> None:
+    """`dashboard -o /dev/stdout | …`: the page alone on standard output, the summary on standard error, as
+    with `-o -`. The table of panels was written after the page, into it."""
+    proc = _harness(
+        ["dashboard", str(export), "-o", "/dev/stdout"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.returncode == 0, proc.stderr
+    page = proc.stdout.decode()
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "wrote standard output" in proc.stderr.decode() and "Panel" in proc.stderr.decode()
+
+
 # --- the folders an output goes in ----------------------------------------------------------------------
 
 WRITERS: dict[str, Callable[[Path, Path], list[str]]] = {
