@@ -485,3 +485,13 @@ def test_a_name_ending_in_gz_in_capitals_is_gzipped(tmp_path: Path) -> None:
     assert out.read_bytes()[:2] == b"\x1f\x8b"
     with gzip.open(out, "rt") as f:
         assert json.load(f)["traceEvents"]
+
+
+def test_a_window_open_at_one_end_says_so_in_the_files_metadata(tmp_path: Path) -> None:
+    """`--start 7.4` alone wrote `window_ns: [7400000000, 4611686018427387904]`: the far-off instant that
+    stands for an end not given, as if it were one. It is null."""
+    report, out = export("cpu-train"), tmp_path / "w.json"
+    for options, window in ((["--start", "7.4"], [7_400_000_000, None]), (["--end", "7.3"], [None, 7.3e9])):
+        result = runner.invoke(app, ["timeline", str(report), "-o", str(out), *options])
+        assert result.exit_code == 0, result.output
+        assert json.loads(out.read_text())["otherData"]["window_ns"] == window

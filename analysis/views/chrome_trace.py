@@ -163,7 +163,9 @@ class _Writer:
         self.call_threads: dict[int, int] = {}
 
     def write(self) -> None:
-        meta = {"source": self.trace.path.name, "format": self.trace.format, "window_ns": self.window}
+        # the window as cut; an end not given is null, not the far-off instant that stands for it
+        window = None if self.window is None else [None if abs(t) == OPEN else t for t in self.window]
+        meta = {"source": self.trace.path.name, "format": self.trace.format, "window_ns": window}
         self.f.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(meta) + ', "traceEvents": [\n')
         self.launched = self.gpu_keys()
         self.call_thread = np.full(len(self.launched), -1, dtype=np.int32)
