@@ -317,3 +317,18 @@ def test_a_filter_that_matches_no_run_is_said_once(tmp_db: str, tmp_path: Path) 
     assert as_json.exit_code == 0, as_json.output
     phases = next(p for p in json.loads(as_json.stdout) if p["Panel"] == "phases")
     assert phases["Title or what is missing"] == said  # scripts keep every panel's row
+
+
+def test_the_command_for_another_window_names_the_export_as_a_shell_reads_it(tmp_path: Path) -> None:
+    """The timeline's note offered `harness dashboard my run.sqlite --start S --end S`: the file's name
+    alone, split in two by the shell; it is the export's path, quoted where it needs to be."""
+    import shlex
+
+    from analysis.dashboard import collect_export
+    from analysis.dashboard.profile import timeline_panel
+
+    export = tmp_path / "my run.sqlite"
+    export.write_bytes(need(LLAMA / "report.sqlite").read_bytes())
+    panel = timeline_panel(collect_export(export))
+    command = f"`harness dashboard {shlex.quote(str(export))} --start S --end S` shows another window"
+    assert panel.figure is not None and any(command in n for n in panel.notes), panel.notes

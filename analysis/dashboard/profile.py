@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shlex
 from collections.abc import Callable
 
 import pandas as pd
@@ -456,7 +457,7 @@ def timeline_panel(p: Profile) -> Panel:
             chosen = "all of it"
         notes.append(
             f"{p.window_why[0].upper()}{p.window_why[1:]}: showing {chosen}, {span}; "
-            f"`harness dashboard {p.label} --start S --end S` shows another window (seconds)."
+            f"`harness dashboard {shlex.quote(p.path)} --start S --end S` shows another window (seconds)."
         )
     if dropped:
         notes.append(
