@@ -132,6 +132,9 @@ CASES = [
     ("result.env", ["x"], "env is list, not an object"),
     ("save", [], "save is list, not an object"),
     ("save.nsys_sqlite", 5, "save.nsys_sqlite is 5, not text"),
+    # a lone surrogate (`\ud800` in JSON) in what is stored as text: UnicodeEncodeError as it was written
+    ("result.error", "boom \ud800", r"error is 'boom \ud800': it holds a lone surrogate, not UTF-8 text"),
+    ("save.nsys_rep", "/r/\udcff.nsys-rep", r"save.nsys_rep is '/r/\udcff.nsys-rep': it holds a lone"),
     # steps the step loop never records: `diff` set such sums against whole steps
     ("result.steps.2.step", 1, "steps[2].step is 1, as steps[1]: a step is recorded once"),
     (

@@ -15,6 +15,7 @@ from harness.cli import export_diff as ed
 from harness.cli.common import (
     RUN_REF_HELP,
     DbOpt,
+    FormatOpt,
     OptionRefused,
     RunRefCommand,
     WideOpt,
@@ -37,7 +38,7 @@ from harness.cli.common import (
 )
 from harness.cli.csv_out import write_csv
 from harness.cli.reading import NoCacheOpt
-from harness.cli.terminal.output import emit, emit_many, markdown_table, to_records, visible
+from harness.cli.terminal.output import Format, emit, emit_many, markdown_table, to_records, visible
 from harness.core.bounds import check_baseline_name
 from harness.core.errors import UsageError
 
@@ -304,14 +305,20 @@ def baseline_tag_cmd(
         ),
     ],
     db: DbOpt = None,
+    format: FormatOpt = Format.table,
 ) -> None:
     """Name a run as a baseline."""
+    import pandas as pd
 
     # the run is found before the database is opened to write: a --db path that holds no database (a typo)
     # is said, never created empty with its folders
     found = results_db.ResultsStore(db, readonly=True).resolve(run)
     tagged, was = results_db.ResultsStore(db).tag_baseline(name, found)
-    print(f"baseline:{name} = {tagged.id}" + (f" (was {was})" if was else ""))
+    if format is Format.table:
+        print(f"baseline:{name} = {tagged.id}" + (f" (was {was})" if was else ""))
+    else:  # `was`: the run the name was moved from, empty where it is new or set on the same run again
+        row = (name, tagged.id, was, tagged.status)
+        emit(pd.DataFrame([row], columns=["name", "run_id", "was", "status"]), format)
     if tagged.status != "ok":
         warn(
             f"run {tagged.id} {hd.ended(tagged)}: `harness diff baseline:{name} RUN --gate PCT` refuses to "

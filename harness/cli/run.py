@@ -380,12 +380,18 @@ def import_cmd(
             store = store or results_db.ResultsStore(db)
             done.append(store.import_file(f, profilers=registry.NAMES, replace=replace, pending=pending))
         except HarnessError as e:  # its line says it of this file: the others are said with it
-            before = ", ".join(f"{d.file} ({d.stored}: run {d.run_id})" for d in done)
-            after = ", ".join(map(str, files[i + 1 :]))
-            said = (f"; imported before it: {before}" if before else "") + (
-                f"; not tried after it: {after}" if after else ""
-            )
-            raise HarnessError(f"{e}{said}", exit_code=e.exit_code) from None
+            raise HarnessError(f"{e}{_others(done, files[i + 1 :])}", exit_code=e.exit_code) from None
+        except KeyboardInterrupt as e:  # Ctrl-C: which files went in, as a refusal says it
+            sig = signals.signal_of(e)
+            raise HarnessError(
+                signals.interrupted(
+                    sig,
+                    f"while importing {f}: its run is stored whole or not at all (importing it again "
+                    "stores it, or says it is stored)",
+                )
+                + _others(done, files[i + 1 :]),
+                exit_code=signals.exit_code(sig),
+            ) from None
     table = pd.DataFrame(
         [(str(d.file), d.run_id, d.stored) for d in done],
         columns=["file", "run", "stored"],
@@ -397,6 +403,15 @@ def import_cmd(
     for d in done:
         if d.stored == "replaced":
             say_note(f"run {d.run_id} replaced: it was {d.was}")
+
+
+def _others(done: list[Imported], after: list[Path]) -> str:
+    """What an import that stopped at a file says of the others: those stored before it, those not tried."""
+    before = ", ".join(f"{d.file} ({d.stored}: run {d.run_id})" for d in done)
+    rest = ", ".join(map(str, after))
+    return (f"; imported before it: {before}" if before else "") + (
+        f"; not tried after it: {rest}" if rest else ""
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -52,16 +52,29 @@ def figure(value: Any, where: str, *, negative: bool = False) -> float | int | N
 
 
 def text(
-    value: Any, where: str, *, optional: bool = False, plain: bool = False, quoted: bool = False
+    value: Any,
+    where: str,
+    *,
+    optional: bool = False,
+    plain: bool = False,
+    quoted: bool = False,
+    column: bool = False,
 ) -> str | None:
     """A string (None where `optional`); `plain`: without control or format characters; `quoted`: any
-    characters, NUL too (an error quoting what a program printed)."""
+    characters, NUL too (an error quoting what a program printed); `column`: stored as it is in a text
+    column, which holds UTF-8 alone (a lone surrogate, `\\ud800` in JSON, cannot be written there)."""
     if value is None and optional:
         return None
     if not isinstance(value, str):
         raise fail(where, f"is {value!r}, not text")
     if ("\x00" in value and not quoted) or (plain and hidden(value)):
         raise fail(where, f"is {value!r}: it holds control characters")
+    if column and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = value if len(value) <= 60 else f"{value[:60]}…"
+            raise fail(where, f"is {shown!r}: it holds a lone surrogate, not UTF-8 text") from None
     return value
 
 

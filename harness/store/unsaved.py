@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -113,7 +114,11 @@ def read(path: Path, profilers: Sequence[str]) -> PendingRun:
     (harness.store.unsaved_check; its profiler one of `profilers`); HarnessError naming the first that is
     not."""
     try:
-        raw = path.read_text(encoding="utf-8")
+        mode = path.stat().st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):  # /dev/zero: read without end
+            what = "a socket" if stat.S_ISSOCK(mode) else "a device"
+            raise HarnessError(f"{path} is {what}, not a file: give the harness-unsaved-RUN.json file")
+        raw = path.read_text(encoding="utf-8")  # a pipe too, read once (`harness import <(ssh … cat F)`)
     except OSError as e:
         raise HarnessError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from harness.core.bounds import INT64_MAX, RANK_TIMEOUT_MAX
@@ -182,7 +182,7 @@ def check_result(result: RunResult) -> None:
     one_of(result.status, STATUSES, "status")
     text(result.device, "device", plain=True)
     text(result.device_name, "device_name", plain=True)
-    text(result.error, "error", optional=True)
+    text(result.error, "error", optional=True, column=True)
     if result.model is not None:
         for f in fields(result.model):
             value = getattr(result.model, f.name)
@@ -446,7 +446,7 @@ def check_save(save: dict[str, Any], profilers: Sequence[str]) -> None:
     text(save.get("experiment"), "save.experiment", optional=True, plain=True)
     run_id(save.get("baseline_run_id"), "save.baseline_run_id", optional=True)
     for name in ("nsys_rep", "nsys_sqlite"):
-        text(save.get(name), f"save.{name}", optional=True)
+        text(save.get(name), f"save.{name}", optional=True, column=True)
     for kind, path in mapping(save.get("artifacts") or {}, "save.artifacts").items():
         text(kind, "save.artifacts: kind", plain=True)
         text(path, f"save.artifacts.{kind}")
@@ -474,9 +474,14 @@ def check_agreement(
 
 
 def created(value: Any) -> datetime:
+    """The creation time, in UTC (the database keeps no offset: one of another zone was stored as UTC,
+    hours off); a time without a zone is UTC, as the store reads it."""
     if not isinstance(value, str):
         raise fail("created_at", f"is {value!r}, not a date")
     try:
-        return datetime.fromisoformat(value)
+        when = datetime.fromisoformat(value)
+        return when.astimezone(UTC) if when.tzinfo is not None else when
     except ValueError:
         raise fail("created_at", f"is {value!r}, not an ISO date") from None
+    except OverflowError:
+        raise fail("created_at", f"is {value!r}, outside the years 1 to 9999 in UTC") from None
