@@ -346,6 +346,32 @@ def test_a_blank_database_is_refused_naming_where_it_came_from(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_database_with_a_line_end_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HARNESS_DB read with its line end (or a CRLF file's \\r): `run` created a database whose name ends
+    in it."""
+    monkeypatch.chdir(tmp_path)
+    for end in ("\n", "\r"):
+        db = f"{tmp_path}/results.sqlite{end}"
+        said = f"error: HARNESS_DB={db!r} holds a control character (a line end read with the value?)"
+        for args in (["runs"], ["run", "tiny", "--device", "cpu"]):
+            assert one_error(runner.invoke(app, args, env={"HARNESS_DB": db})).startswith(said)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("db", ["DIR", "sqlite://"])
+def test_a_harness_db_no_command_can_use_is_named_as_harness_db(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db: str
+) -> None:
+    """A HARNESS_DB that is a folder or in memory was said as `--db …`, an option the user never gave."""
+    db = str(tmp_path) if db == "DIR" else db
+    for args in (["runs"], ["run", "tiny", "--device", "cpu"]):
+        said = one_error(runner.invoke(app, args, env={"HARNESS_DB": db}))
+        assert said.startswith(f"error: HARNESS_DB={db} is a "), said
+    doctor = runner.invoke(app, ["doctor", "--no-self-test", "--format", "csv"], env={"HARNESS_DB": db})
+    assert doctor.exit_code == 1
+    assert f"results database,fail,HARNESS_DB={db} is a " in doctor.stdout.replace('"', "")
+
+
 def test_an_empty_harness_db_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """HARNESS_DB='' reads the default database, as every HARNESS_* variable set empty is unset (and click
     reads an option's variable): `HARNESS_DB= harness runs` is how a shell unsets it for one command."""

@@ -186,6 +186,17 @@ def test_bad_timeout_setting(tmp_path: Path) -> None:
     assert "HARNESS_DB_TIMEOUT must be a number of seconds" in one_line(result)
 
 
+@pytest.mark.parametrize("value", ["\u0663", "1_0", "\uff15"])
+def test_a_timeout_of_other_digits_is_refused(tmp_path: Path, value: str) -> None:
+    """float() read '٣' as 3 s and '1_0' as 10 s: every other number the harness reads is ASCII digits."""
+    result = invoke("runs", "--db", str(tmp_path / "x.sqlite"), HARNESS_DB_TIMEOUT=value)
+    assert result.exit_code == 2
+    assert (
+        one_line(result)
+        == f"error: HARNESS_DB_TIMEOUT must be a number of seconds (0 or more), got {value!r}"
+    )
+
+
 # --- creation races ---------------------------------------------------------------------------------------
 
 

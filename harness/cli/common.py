@@ -238,13 +238,14 @@ def database_not_the_output(ctx: typer.Context, param: typer.CallbackParam, db: 
     """--db's check, whether given or not (HARNESS_DB, the default file): the database is not where this
     command's standard output or error is redirected (`harness runs >> results.sqlite` would damage it).
     An empty or blank --db is refused: it read as no --db, and the default database was used unasked; a
-    blank HARNESS_DB too, named (an empty one is unset: harness.store.location)."""
+    blank HARNESS_DB too, named (an empty one is unset: harness.store.location), or one with a line end."""
+    from_env = getattr(ctx.get_parameter_source(param.name or "db"), "name", "") == "ENVIRONMENT"
+    if from_env:
+        try:
+            env_db()
+        except UsageError as e:
+            raise OptionRefused(str(e)) from None
     if db is not None and not db.strip():
-        if getattr(ctx.get_parameter_source(param.name or "db"), "name", "") == "ENVIRONMENT":
-            try:
-                env_db()
-            except UsageError as e:
-                raise OptionRefused(str(e)) from None
         raise OptionRefused("--db is empty: give a database path or URL, or leave --db out for the default")
     try:
         refuse_streams_over([sqlite_file(resolve_url(db))])

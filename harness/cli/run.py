@@ -63,7 +63,7 @@ from harness.experiments.run_tables import results_table
 from harness.store import results as results_db
 from harness.store import unsaved
 from harness.store.database import refuse_target
-from harness.store.location import resolve_url
+from harness.store.location import named, resolve_url
 from workloads.names import counted
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
@@ -370,7 +370,9 @@ def import_cmd(
     unless --replace (which says what it replaced); importing the same file again writes nothing."""
     import pandas as pd
 
-    refuse_target(resolve_url(db))  # a --db no command can use is said first, as every command says it
+    refuse_target(
+        resolve_url(db), named(db)
+    )  # a --db no command can use is said first, as every command says it
     store: ResultsStore | None = None  # opened once a file is read: a bad one creates no database
     done: list[Imported] = []
     for i, f in enumerate(files):

@@ -24,7 +24,14 @@ from sqlalchemy.pool import QueuePool
 from harness.core import signals
 from harness.core.errors import HarnessError, first_line, os_reason
 from harness.store import dbfaults, leaving, migrations, stored_check
-from harness.store.location import describe_url, in_memory, missing_database, resolve_url, sqlite_file
+from harness.store.location import (  # refuse_target: imported from here too
+    describe_url,
+    missing_database,
+    named,
+    refuse_target,
+    resolve_url,
+    sqlite_file,
+)
 from harness.store.schema import (
     OUR_TABLES,
     SCHEMA_VERSION,
@@ -100,24 +107,6 @@ def _behind(connection: Connection, revision: str | None, *, writer: bool = Fals
     return revision != migrations.HEAD and migrations.known(revision)
 
 
-def refuse_target(url: str) -> None:
-    """A --db no command can use, a usage error (exit 2), said before anything is read or created: a
-    database in memory, a folder."""
-    file = sqlite_file(url)
-    if file is None and in_memory(url):
-        raise HarnessError(
-            f"--db {describe_url(url)} is a database in memory: what a command stores there is gone when it "
-            "ends; give a file (--db results.sqlite)",
-            exit_code=2,
-        )
-    if file is not None and file.is_dir():
-        raise HarnessError(
-            f"--db {file} is a folder, not a database file; give a file in it, e.g. "
-            f"--db {file / 'results.sqlite'}",
-            exit_code=2,
-        )
-
-
 class Database:
     """Open the results database; with readonly=False also create it (and its folder) where there is none.
     What a store keeps is in the parts ResultsStore is made of (harness.store.results)."""
@@ -128,7 +117,7 @@ class Database:
         self.timeout = dbfaults.busy_timeout()
         self.file = sqlite_file(self.url)
         self.where = str(self.file) if self.file else describe_url(self.url)
-        refuse_target(self.url)
+        refuse_target(self.url, named(db))
         self.engine: Engine = self._engine()
         stored_check.WHERE[self.engine] = self.where  # a damaged row read back is said with its database
         # the runs reads over several runs left out, each with its line (None: none is, a damaged run

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.core.errors import UsageError
+from harness.core.errors import HarnessError, UsageError
 
 DB_ENV = "HARNESS_DB"
 
@@ -27,6 +27,11 @@ def env_db() -> str | None:
     if value and not value.strip():
         raise UsageError(
             f"{DB_ENV}={value!r} is blank: give a database path or URL, or unset it for the default database"
+        )
+    if value and any(ord(c) < 32 or ord(c) == 127 for c in value):  # a line read with its end: '…sqlite\n'
+        raise UsageError(
+            f"{DB_ENV}={value!r} holds a control character (a line end read with the value?): give the path "
+            "or URL alone"
         )
     return value or None
 
@@ -106,3 +111,28 @@ def missing_database(file: Path) -> tuple[str, bool]:
         )
     made = "the folder and the database" if missing else "one"
     return f"{where}{missing} (`harness run` creates {made}; {other})", True
+
+
+def named(db: str | None) -> str:
+    """How a command names the database it was given: `HARNESS_DB=` where the value is HARNESS_DB's (click
+    fills --db from it), else `--db `."""
+    env = os.environ.get(DB_ENV)
+    return f"{DB_ENV}=" if env and db in (None, env) else "--db "
+
+
+def refuse_target(url: str, name: str = "--db ") -> None:
+    """A --db (or HARNESS_DB: `name` says which) no command can use, a usage error (exit 2), said before
+    anything is read or created: a database in memory, a folder."""
+    file = sqlite_file(url)
+    if file is None and in_memory(url):
+        raise HarnessError(
+            f"{name}{describe_url(url)} is a database in memory: what a command stores there is gone when it "
+            "ends; give a file (--db results.sqlite)",
+            exit_code=2,
+        )
+    if file is not None and file.is_dir():
+        raise HarnessError(
+            f"{name}{file} is a folder, not a database file; give a file in it, e.g. "
+            f"--db {file / 'results.sqlite'}",
+            exit_code=2,
+        )
