@@ -338,6 +338,54 @@ def test_nsys_named_in_the_environment_is_named_as_such(tmp_db: str, monkeypatch
     assert checks["nsys"]["Detail"].startswith(said)
 
 
+def test_an_nsys_that_hangs_on_profile_help_is_an_nsys_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One that answers --version and then hangs on `profile --help` (a wrapper script waiting on
+    something) ended `harness doctor` in a TimeoutExpired traceback."""
+    script = tmp_path / "nsys"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then echo "NVIDIA Nsight Systems version 2023.4.4.54"; exit; fi\n'
+        "exec sleep 30\n"
+    )
+    script.chmod(0o755)
+    monkeypatch.setattr(nsys_find, "PROBE_TIMEOUT_S", 1)
+    with pytest.raises(NsysError, match=r"is not a working nsys: `\S+ profile --help` did not finish"):
+        nsys_find.probe(script, "HARNESS_NSYS")
+
+
+def test_an_nsys_path_with_a_line_end_is_said_quoted(tmp_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HARNESS_NSYS read with its line end was said as the path and a line break: two lines, the break
+    unseen."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    monkeypatch.setenv("HARNESS_NSYS", "/usr/bin/nsys\n")
+    run = CliRunner().invoke(app, ["run", "char", "--device", "cpu", "--nsys", "--steps", "1"])
+    assert run.exit_code == 1
+    said = "error: nsys given by HARNESS_NSYS is not an executable file: '/usr/bin/nsys\\n'"
+    assert run.output.strip().splitlines() == [f"{said}; {nsys.HOW_TO_GET}"]
+
+
+def test_an_nsys_under_home_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HARNESS_NSYS='~/bin/nsys' (quoted: the shell leaves the ~) was refused as no executable file."""
+    script = tmp_path / "bin" / "nsys"
+    script.parent.mkdir()
+    script.write_text('#!/bin/sh\necho "NVIDIA Nsight Systems version 2023.4.4.54"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HARNESS_NSYS", "~/bin/nsys")
+    found = nsys_find.find_nsys()
+    assert (found.path, found.source) == (script, "HARNESS_NSYS")
+    nsys_find.installed_version.cache_clear()
+    try:  # the version the tables follow is that nsys's too
+        assert nsys_find.installed_version() == "2023.4.4.54"
+    finally:
+        nsys_find.installed_version.cache_clear()
+
+
 def test_report_name_from_pass_through_arguments() -> None:
     opts = nsys.ProfileOptions(output=Path("/p/run-1"))
     assert nsys.report_base(opts) == Path("/p/run-1")

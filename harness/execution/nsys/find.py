@@ -19,6 +19,7 @@ PROJECT_LOCAL = REPO / ".tools" / "nsys" / "usr" / "lib" / "nsight-systems" / "b
 INSTALL_PLACES = ("/usr/local/cuda/bin/nsys", "/opt/nvidia/nsight-systems/*/bin/nsys")
 TARGET = "target-linux-x64"  # the folder of what nsys runs beside the program
 INJECTION = "libToolsInjection64.so"  # what nsys injects into the program it profiles, in TARGET
+PROBE_TIMEOUT_S = 60  # for each of `nsys --version` and `nsys profile --help`
 HOW_TO_GET = (
     "install Nsight Systems: `make setup` (Debian/Ubuntu: project-local copy via scripts/install-nsys.sh) or "
     "https://developer.nvidia.com/nsight-systems, then put nsys on PATH or set HARNESS_NSYS"
@@ -73,7 +74,9 @@ def cupti_versions(path: Path) -> tuple[str, ...]:
 
 def _version(path: Path) -> str:
     try:
-        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [str(path), "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise NsysError(f"{path} does not run ({e}); {HOW_TO_GET}") from None
     found = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out.stdout + out.stderr)
@@ -93,7 +96,14 @@ def _version(path: Path) -> str:
 
 
 def _profile_flags(path: Path) -> frozenset[str]:
-    out = subprocess.run([str(path), "profile", "--help"], capture_output=True, text=True, timeout=60)
+    try:
+        out = subprocess.run(
+            [str(path), "profile", "--help"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:  # it answered --version, then hung or went away
+        raise NsysError(
+            f"{path} is not a working nsys: `{path} profile --help` did not finish ({e}); {HOW_TO_GET}"
+        ) from None
     flags = set(re.findall(r"^\s+(?:-\w, )?--([a-z][a-z0-9-]*)", out.stdout, flags=re.MULTILINE))
     # `--nvtx-domain-[include|exclude]=` is printed as one entry
     if "nvtx-domain-" in out.stdout:
@@ -133,10 +143,11 @@ def installed_version() -> str | None:
 def candidates(explicit: str | None = None) -> list[tuple[str, str]]:
     """(path, how it was found) in the order they are tried."""
     found: list[tuple[str, str]] = []
+    # a `~/…` quoted in the shell reaches here unexpanded: expanded, as HARNESS_DB's is
     if explicit:
-        found.append((explicit, "--nsys-path"))
+        found.append((os.path.expanduser(explicit), "--nsys-path"))
     if os.environ.get("HARNESS_NSYS"):
-        found.append((os.environ["HARNESS_NSYS"], "HARNESS_NSYS"))
+        found.append((os.path.expanduser(os.environ["HARNESS_NSYS"]), "HARNESS_NSYS"))
     if on_path := shutil.which("nsys"):
         found.append((on_path, "PATH"))
     for pattern in INSTALL_PLACES:
@@ -154,7 +165,9 @@ def find_nsys(explicit: str | None = None) -> NsysInfo:
         p = Path(path)
         usable = p.is_file() and os.access(p, os.X_OK)
         if source in ("--nsys-path", "HARNESS_NSYS") and not usable:
-            raise NsysError(f"nsys given by {source} is not an executable file: {path}; {HOW_TO_GET}")
+            # quoted where spaces at an end or a line end (`export HARNESS_NSYS="$(…)\n"`) would not show
+            shown = path if path.isprintable() and path == path.strip() else repr(path)
+            raise NsysError(f"nsys given by {source} is not an executable file: {shown}; {HOW_TO_GET}")
         if usable:
             return probe(Path(os.path.abspath(p)), source)
     raise NsysError(f"nsys not found; {HOW_TO_GET}")
