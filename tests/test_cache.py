@@ -197,6 +197,39 @@ def test_a_cache_folder_of_spaces_is_a_usage_error(
     assert list(here.iterdir()) == []
 
 
+def test_a_cache_folder_with_a_line_end_is_a_usage_error(tmp_path: Path, monkeypatch) -> None:
+    """HARNESS_CACHE_DIR read with its line end made a folder whose name ends in one."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", f"{tmp_path}/cache\n")
+    r = CliRunner().invoke(app, ["cache", "--max-size", "1GB"])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"error: HARNESS_CACHE_DIR='{tmp_path}/cache\\n' holds a control character")
+    assert r.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cache_folder_under_home_is_expanded(tmp_path: Path, monkeypatch) -> None:
+    """HARNESS_CACHE_DIR='~/cache' (quoted: the shell leaves the ~) made a folder named ~ in the current
+    folder, one `rm -rf ~` away from the user's home."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    here, home = tmp_path / "here", tmp_path / "home"
+    here.mkdir()
+    home.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("HARNESS_CACHE_DIR", "~/cache")
+    r = CliRunner().invoke(app, ["cache", "--max-size", "1GB"])
+    assert r.exit_code == 0, r.output
+    assert list(here.iterdir()) == []
+    assert (home / "cache").is_dir()
+
+
 def test_two_commands_fill_one_entry_at_once(a100_export: Path, a100_expected: Path, tmp_path: Path) -> None:
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "c")}
     cmd = [sys.executable, "-m", "harness", "summary", str(a100_export), "--format", "csv"]

@@ -104,8 +104,15 @@ def cache_root() -> Path:
     env = os.environ.get("HARNESS_CACHE_DIR")
     if env and not env.strip():
         raise OptionsError(f"HARNESS_CACHE_DIR={env!r} is blank: give a folder, or unset it for the default")
-    if env:
-        return Path(env)
+    if env and any(
+        ord(c) < 32 or ord(c) == 127 for c in env
+    ):  # a line read with its end: it made that folder
+        raise OptionsError(
+            f"HARNESS_CACHE_DIR={env!r} holds a control character (a line end read with the value?): give "
+            "the folder alone"
+        )
+    if env:  # `~/cache` quoted in the shell reaches here unexpanded: it made a folder named ~ here
+        return Path(env).expanduser()
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("harness")) / "traces"
