@@ -104,9 +104,7 @@ def cache_root() -> Path:
     env = os.environ.get("HARNESS_CACHE_DIR")
     if env and not env.strip():
         raise OptionsError(f"HARNESS_CACHE_DIR={env!r} is blank: give a folder, or unset it for the default")
-    if env and any(
-        ord(c) < 32 or ord(c) == 127 for c in env
-    ):  # a line read with its end: it made that folder
+    if env and any(ord(c) < 32 or ord(c) == 127 for c in env):  # a line read with its end made that folder
         raise OptionsError(
             f"HARNESS_CACHE_DIR={env!r} holds a control character (a line end read with the value?): give "
             "the folder alone"

@@ -370,9 +370,8 @@ def import_cmd(
     unless --replace (which says what it replaced); importing the same file again writes nothing."""
     import pandas as pd
 
-    refuse_target(
-        resolve_url(db), named(db)
-    )  # a --db no command can use is said first, as every command says it
+    # a --db no command can use is said first, as every command says it
+    refuse_target(resolve_url(db), named(db))
     store: ResultsStore | None = None  # opened once a file is read: a bad one creates no database
     done: list[Imported] = []
     for i, f in enumerate(files):

@@ -15,7 +15,6 @@ from typing import TypeVar
 
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from analysis.errors import DECIMAL
 from harness.core.errors import HarnessError, UsageError, first_line
 
 T = TypeVar("T")
@@ -38,8 +37,11 @@ def busy_timeout() -> float:
     raw = os.environ.get(TIMEOUT_ENV)
     if raw is None or not raw.strip():
         return DEFAULT_TIMEOUT_S
-    # ASCII digits, as every number the harness reads (float() takes '٣' as 3 and '1_0' as 10)
-    value = float(raw) if DECIMAL.fullmatch(raw.strip()) else -1.0
+    text = raw.strip()
+    try:  # ASCII digits, as every number the harness reads (float() takes '٣' as 3 and '1_0' as 10)
+        value = float(text) if text.isascii() and "_" not in text else -1.0
+    except ValueError:
+        value = -1.0
     if not value >= 0:
         raise UsageError(f"{TIMEOUT_ENV} must be a number of seconds (0 or more), got {raw!r}")
     return value
