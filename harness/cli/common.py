@@ -239,8 +239,7 @@ def database_not_the_output(ctx: typer.Context, param: typer.CallbackParam, db: 
     command's standard output or error is redirected (`harness runs >> results.sqlite` would damage it).
     An empty or blank --db is refused: it read as no --db, and the default database was used unasked; a
     blank HARNESS_DB too, named (an empty one is unset: harness.store.location), or one with a line end."""
-    from_env = getattr(ctx.get_parameter_source(param.name or "db"), "name", "") == "ENVIRONMENT"
-    if from_env:
+    if getattr(ctx.get_parameter_source(param.name or "db"), "name", "") == "ENVIRONMENT":
         try:
             env_db()
         except UsageError as e:
