@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.errors import HarnessError
-from harness.core.records import LATEST
+from harness.core.records import LATEST, phases_for
+from harness.store import stored_check
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,4 +58,14 @@ def stored_blocks(store: ResultsStore, run: Run) -> BlockRecords | None:
     if not len(stored):
         return None
     records = stored.drop(columns=["run_id", "source"])
-    return BlockRecords(records, str(stored["source"].iloc[0]), int(records["step"].nunique()))
+    steps = int(records["step"].nunique())
+    phases = phases_for(run.mode, run.world_size or 1)
+    stray = sorted({str(p) for p in records["phase"]} - set(phases))
+    why = None
+    if stray:
+        why = f"block_timings: phase {stray[0]!r}, not one of the run's phases {', '.join(phases)}"
+    elif run.steps is not None and steps > run.steps:
+        why = f"block_timings: {steps} steps, more than the run's {run.steps} measured steps"
+    if why:
+        raise stored_check.refusal(f"results database {store.where}", run.id, why)
+    return BlockRecords(records, str(stored["source"].iloc[0]), steps)

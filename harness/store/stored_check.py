@@ -268,6 +268,11 @@ def _where(context: QueryContext) -> str:
     return f"results database {WHERE.get(context.session.get_bind(), '')}".rstrip()
 
 
+def refusal(where: str, run_id: object, why: object) -> DamagedRow:
+    """The error of a run whose stored rows the harness would not have written (beyond one row's check)."""
+    return _refused(where, run_id, why)
+
+
 def _refused(where: str, run_id: object, why: object, what: str = "run") -> DamagedRow:
     return DamagedRow(
         f"{where}: {what} {run_id!r} is damaged ({why}): the harness writes no such row, it "
