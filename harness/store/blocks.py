@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.errors import HarnessError
-from harness.core.records import LATEST, phases_for
+from harness.core.records import LATEST
 from harness.store import stored_check
+from workloads.names import ALL_PHASES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,11 +60,10 @@ def stored_blocks(store: ResultsStore, run: Run) -> BlockRecords | None:
         return None
     records = stored.drop(columns=["run_id", "source"])
     steps = int(records["step"].nunique())
-    phases = phases_for(run.mode, run.world_size or 1)
-    stray = sorted({str(p) for p in records["phase"]} - set(phases))
+    stray = sorted({str(p) for p in records["phase"]} - set(ALL_PHASES))
     why = None
     if stray:
-        why = f"block_timings: phase {stray[0]!r}, not one of the run's phases {', '.join(phases)}"
+        why = f"block_timings: phase {stray[0]!r}, not one of {', '.join(ALL_PHASES)}"
     elif run.steps is not None and steps > run.steps:
         why = f"block_timings: {steps} steps, more than the run's {run.steps} measured steps"
     if why:

@@ -155,7 +155,7 @@ def check_block(
         fields.whole(layer, f"{here}: layer")
     for name, value in (("block", block), ("phase", phase), ("source", source)):
         fields.text(value, f"{here}: {name}")
-    fields.whole(duration_ns, f"{here}: {block}", -fields.MAX_NS, fields.MAX_NS)
+    fields.whole(duration_ns, f"{here}: {block}", 0, fields.MAX_NS)  # a range's length: never below 0
     fields.whole(calls, f"{here}: calls of {block}")
 
 
