@@ -189,6 +189,22 @@ def test_blocks_title_counts_its_steps(tmp_db) -> None:
     assert block_report(store, "tiny-two").title.endswith("mean per step over 2 steps, source timers")
 
 
+def test_blocks_of_a_run_that_did_not_finish_say_so(tmp_db) -> None:
+    """Its table is of the steps it ran; `roofline` said so, `blocks` did not."""
+    store = ResultsStore(tmp_db)
+    config = RunConfig(model="tiny", nvtx_detail=True, warmup=0, steps=5)
+    timed = [StepRecord(i, False, {"forward": 100}) for i in range(2)]
+    blocks = [BlockRecord(i, 0, "mlp", "forward", 40, 1) for i in range(2)]
+    result = RunResult(run_id="tiny-stopped", config=config, status="interrupted", error="KeyboardInterrupt",
+                       steps=timed, blocks=blocks)  # fmt: skip
+    save_run(store, result)
+    report = block_report(store, "tiny-stopped")
+    assert report.notes[0] == (
+        "run tiny-stopped did not finish (interrupted: KeyboardInterrupt): its block times are of the "
+        "2 measured steps it ran before it stopped"
+    )
+
+
 def test_a_run_across_ranks_keeps_its_first_ranks_block_times(tmp_db) -> None:
     """`run --nproc 2 --nvtx-detail`: every rank timed its blocks; the run keeps the first rank's (as a
     profiled run keeps its first rank's trace), and the table sets them against that rank's phases."""

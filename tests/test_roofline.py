@@ -325,6 +325,19 @@ def test_roofline_table_places_each_subblock() -> None:
     assert math.isnan(table.loc["optimizer", "of roof (%)"])
 
 
+def test_a_subblock_without_flops_has_its_share_of_the_memory_roof() -> None:
+    costs = subblock_costs(workloads.get_spec("tiny"), 4, 128, "fp32", "train")
+    embedding = costs[(costs["sub-block"] == "embedding") & (costs["pass"] == "forward")].iloc[0]
+    assert embedding["flops"] == 0  # a gather: bytes only
+    roofs = Roofs("test", peak_flops=100e12, bandwidth=1e12)
+    ns = embedding["bytes"] / 1e12 * 1e9 * 4  # a quarter of the bandwidth
+    table = roofline_table(costs, {("embedding", "forward"): ns}, roofs).set_index(["sub-block", "pass"])
+    row = table.loc[("embedding", "forward")]
+    assert row["bound"] == "memory" and row["achieved GB/s"] == pytest.approx(250.0)
+    assert row["of roof (%)"] == pytest.approx(25.0)
+    assert math.isnan(table.loc[("embedding", "backward"), "of roof (%)"])  # no time: nothing made up
+
+
 def test_times_plug_in_as_a_frame_and_roofs_may_be_unknown() -> None:
     times = pd.DataFrame({"sub-block": ["mlp_up"], "pass": ["forward"], "time_ns": [40e6]})
     table = roofline_table(small_costs(), times, None).set_index("sub-block")

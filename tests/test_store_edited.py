@@ -227,12 +227,32 @@ def test_the_unedited_database_is_read(stored: Path, tmp_path: Path) -> None:
             "run 'a-1' is damaged (block_timings: step is 'x', not a whole number)",
         ),
         (
+            "insert into block_timings (run_id, step, layer, block, phase, duration_ns, calls, source) "
+            "values ('a-1', 1, 0, 'mlp', 'bogus', 5, 1, 'timers')",
+            ["roofline", "a-1"],
+            "run 'a-1' is damaged (block_timings: phase 'bogus', not one of forward, backward, allreduce, "
+            "optimizer, prefill, decode)",
+        ),
+        (
+            "insert into block_timings (run_id, step, layer, block, phase, duration_ns, calls, source) "
+            "with recursive s(n) as (select 1 union all select n + 1 from s where n < 21) "
+            "select 'a-1', n, 0, 'mlp', 'forward', 5, 1, 'timers' from s",
+            ["blocks", "a-1"],
+            "run 'a-1' is damaged (block_timings: 21 steps, more than the run's 20 measured steps)",
+        ),
+        (
+            "insert into block_timings (run_id, step, layer, block, phase, duration_ns, calls, source) "
+            "values ('a-1', 1, 0, 'mlp', 'forward', -900000000, 1, 'timers')",
+            ["roofline", "a-1"],
+            "run 'a-1' is damaged (block_timings: step 1: mlp is -900000000, outside 0..4611686018427387904)",
+        ),
+        (
             "insert into baselines (name, run_id, created_at) values ('main', 'a-1', 'never')",
             ["baseline", "list"],
             "baseline 'main' is damaged (created_at is 'never', not a time)",
         ),
     ],
-    ids=["block row", "baseline"],
+    ids=["block row", "block phase", "block steps", "block time", "baseline"],
 )
 def test_a_block_or_baseline_row_edited_by_hand_is_one_line(
     stored: Path, tmp_path: Path, sql: str, command: list[str], said: str

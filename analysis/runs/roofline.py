@@ -113,7 +113,11 @@ def roofline_table(
         out["time (ns)"] = seconds * 1e9
         out["achieved TFLOP/s"] = achieved / 1e12
         out["achieved GB/s"] = np.where(seconds > 0, moved / seconds, np.nan) / 1e9
-        out["of roof (%)"] = achieved / attainable * 100
+        share = achieved / attainable * 100
+        if roofs and roofs.bandwidth:  # no FLOPs (a gather): its share is of the bandwidth
+            bandwidth_share = np.where(seconds > 0, moved / seconds, np.nan) / roofs.bandwidth * 100
+            share = np.where(flops == 0, bandwidth_share, share)
+        out["of roof (%)"] = share
     return out[TABLE_COLUMNS]
 
 

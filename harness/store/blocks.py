@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from harness.core.errors import HarnessError
 from harness.core.records import LATEST
+from harness.store import stored_check
+from workloads.names import ALL_PHASES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,4 +59,13 @@ def stored_blocks(store: ResultsStore, run: Run) -> BlockRecords | None:
     if not len(stored):
         return None
     records = stored.drop(columns=["run_id", "source"])
-    return BlockRecords(records, str(stored["source"].iloc[0]), int(records["step"].nunique()))
+    steps = int(records["step"].nunique())
+    stray = sorted({str(p) for p in records["phase"]} - set(ALL_PHASES))
+    why = None
+    if stray:
+        why = f"block_timings: phase {stray[0]!r}, not one of {', '.join(ALL_PHASES)}"
+    elif run.steps is not None and steps > run.steps:
+        why = f"block_timings: {steps} steps, more than the run's {run.steps} measured steps"
+    if why:
+        raise stored_check.refusal(f"results database {store.where}", run.id, why)
+    return BlockRecords(records, str(stored["source"].iloc[0]), steps)

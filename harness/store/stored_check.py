@@ -155,7 +155,7 @@ def check_block(
         fields.whole(layer, f"{here}: layer")
     for name, value in (("block", block), ("phase", phase), ("source", source)):
         fields.text(value, f"{here}: {name}")
-    fields.whole(duration_ns, f"{here}: {block}", -fields.MAX_NS, fields.MAX_NS)
+    fields.whole(duration_ns, f"{here}: {block}", 0, fields.MAX_NS)  # a range's length: never below 0
     fields.whole(calls, f"{here}: calls of {block}")
 
 
@@ -266,6 +266,11 @@ def _each_row(where: str, rows: list[Any], check: Callable[..., None]) -> dict[A
 
 def _where(context: QueryContext) -> str:
     return f"results database {WHERE.get(context.session.get_bind(), '')}".rstrip()
+
+
+def refusal(where: str, run_id: object, why: object) -> DamagedRow:
+    """The error of a run whose stored rows the harness would not have written (beyond one row's check)."""
+    return _refused(where, run_id, why)
 
 
 def _refused(where: str, run_id: object, why: object, what: str = "run") -> DamagedRow:
