@@ -62,8 +62,7 @@ from harness.experiments import drift, run_tables, sweep
 from harness.experiments.run_tables import results_table
 from harness.store import results as results_db
 from harness.store import unsaved
-from harness.store.database import refuse_target
-from harness.store.location import named, resolve_url
+from harness.store.location import named, refuse_target, resolve_url
 from workloads.names import counted
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]

@@ -24,7 +24,7 @@ from sqlalchemy.pool import QueuePool
 from harness.core import signals
 from harness.core.errors import HarnessError, first_line, os_reason
 from harness.store import dbfaults, leaving, migrations, stored_check
-from harness.store.location import (  # refuse_target: imported from here too
+from harness.store.location import (
     describe_url,
     missing_database,
     named,
