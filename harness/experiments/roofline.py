@@ -33,7 +33,7 @@ from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import RunConfig, stored_phases
 from harness.execution.checks import check_positions, check_positive, known_model
-from harness.experiments.run_tables import block_records_of, untrusted_blocks
+from harness.experiments.run_tables import block_records_of, unfinished_note, untrusted_blocks
 from harness.store.blocks import resolve
 
 if TYPE_CHECKING:
@@ -329,13 +329,9 @@ def run_report(
     steps = {t.step for t in measured}
     if not steps:
         raise HarnessError(f"run {run.id} has no measured steps (status {run.status})")
-    if run.status not in ("ok", "degraded"):  # degraded: finished, its capture failed its checks (warning)
+    if (unfinished := unfinished_note(run, len(steps), "times")) is not None:
         report.unfinished = run.status
-        why = f": {' '.join(run.error.split())}" if run.error else ""
-        report.notes.append(
-            f"run {run.id} did not finish ({run.status}{why}): its times are of the "
-            f"{counted(len(steps), 'measured step')} it ran before it stopped"
-        )
+        report.notes.append(unfinished)
     for phase in stored_phases(run):  # across ranks: the all-reduce too
         values = [t.duration_ns for t in measured if t.phase == phase]
         if values:

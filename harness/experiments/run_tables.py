@@ -444,13 +444,23 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
         raise HarnessError(f"run {run.id} has no measured steps")
     table = block_table(records, phase_ns, steps=steps, by_layer=by_layer)
     notes += _notes(run, source, set(records["block"]))
-    if run.status not in ("ok", "degraded"):  # degraded finished: its warning is untrusted_blocks'
-        why = f": {' '.join(run.error.split())}" if run.error else ""
-        notes.insert(0, f"run {run.id} did not finish ({run.status}{why}): its block times are of the "
-                     f"{counted(steps, 'measured step')} it ran before it stopped")  # fmt: skip
+    if (unfinished := unfinished_note(run, steps, "block times")) is not None:
+        notes.insert(0, unfinished)
     if (run.world_size or 1) > 1:
         notes.append(f"across {run.world_size} ranks: the block and phase times of rank {first}")
     return BlockReport(run, source, steps, records, phase_ns, table, notes, untrusted_blocks(run, source))
+
+
+def unfinished_note(run: Run, steps: int, what: str) -> str | None:
+    """The note of a run that did not finish (interrupted, oom, error): its `what` are of the `steps`
+    measured steps it ran; None for one that finished (degraded too: its capture's warning is said apart)."""
+    if run.status in ("ok", "degraded"):
+        return None
+    why = f": {' '.join(run.error.split())}" if run.error else ""
+    return (
+        f"run {run.id} did not finish ({run.status}{why}): its {what} are of the "
+        f"{counted(steps, 'measured step')} it ran before it stopped"
+    )
 
 
 def untrusted_blocks(run: Run, source: str) -> str | None:
